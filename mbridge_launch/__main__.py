@@ -1,0 +1,5 @@
+import sys
+
+from mbridge_launch.cli import main
+
+sys.exit(main())

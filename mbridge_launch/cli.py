@@ -1,0 +1,98 @@
+"""Command-line entry point. Stays light: command modules import heavy libraries inside run().
+
+Each module in COMMANDS defines HELP, add_arguments(parser) and run(args) -> exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from mbridge_launch import __version__
+from mbridge_launch.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
+
+# name -> module; imported when the parser is built (argument definitions only, no heavy imports)
+COMMANDS: dict[str, str] = {
+    "recommend": "mbridge_launch.commands.recommend",
+    "catalog": "mbridge_launch.commands.catalog",
+    "plan": "mbridge_launch.commands.plan",
+    "estimate": "mbridge_launch.commands.estimate",
+    "preflight": "mbridge_launch.commands.preflight",
+    "submit": "mbridge_launch.commands.submit",
+    "runs": "mbridge_launch.commands.runs",
+    "status": "mbridge_launch.commands.status",
+    "logs": "mbridge_launch.commands.logs",
+    "cancel": "mbridge_launch.commands.cancel",
+    "checkpoints": "mbridge_launch.commands.checkpoints",
+    "rollback": "mbridge_launch.commands.rollback",
+    "watch": "mbridge_launch.commands.watch",
+    "versions": "mbridge_launch.commands.versions",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad arguments as one line with exit code 2, in the user's language."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        from mbridge_launch.i18n import t
+
+        self.print_usage(sys.stderr)
+        print(t("error.prefix", message=f"{self.prog}: {message}"), file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def add_common(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")) -> None:
+    parser.add_argument("--lang", choices=("en", "zh"), help="language of messages (default: from locale)")
+    if formats:
+        parser.add_argument("--format", choices=formats, default=formats[0], help="output format")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mbridge-launch", description="Recommend, plan, preflight and launch Megatron Bridge training on Slurm.")
+    parser.add_argument("--version", action="version", version=f"mbridge-launch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # command not built yet
+            raise
+        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from mbridge_launch import i18n
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    i18n.set_lang(getattr(args, "lang", None))
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        code = args._module.run(args)
+    except UserError as exc:
+        print(i18n.t("error.prefix", message=exc.render()), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(i18n.t("interrupted"), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
+            raise
+        print(i18n.t("internal_error", error=f"{type(exc).__name__}: {exc}"), file=sys.stderr)
+        return 1
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

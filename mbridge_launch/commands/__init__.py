@@ -1,0 +1,1 @@
+"""CLI commands: each module defines HELP, add_arguments(parser) and run(args) -> exit code."""

@@ -1,0 +1,54 @@
+"""Typed user-facing failures and the documented exit codes.
+
+Every error a user can cause is a UserError carrying a message key (see messages/) and an exit
+code; the CLI prints one line for it, never a traceback. Asserts are never used for user errors.
+"""
+
+from __future__ import annotations
+
+# Documented exit codes (README "Exit codes").
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1  # preflight found an error, a job failed, a gate refused
+EXIT_BAD_INPUT = 2  # invalid arguments, unknown model, invalid Plan file, broken rule
+EXIT_NO_LAYOUT = 3  # no valid parallel layout for the GPUs given
+EXIT_SUBMIT_FAILED = 4  # the scheduler refused or failed the submission
+EXIT_INTERRUPTED = 130
+
+
+class UserError(Exception):
+    """A failure the user can fix. `key` names a message in the catalog; `params` fill it."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, key: str, exit_code: int | None = None, **params: object) -> None:
+        self.key = key
+        self.params = params
+        if exit_code is not None:
+            self.exit_code = exit_code
+        super().__init__(key)
+
+    def render(self, lang: str | None = None) -> str:
+        from mbridge_launch.i18n import t
+
+        return t(self.key, lang=lang, **self.params)
+
+    def __str__(self) -> str:  # English text, for logs and exceptions that escape to Python callers
+        return self.render("en")
+
+
+class NoLayoutError(UserError):
+    exit_code = EXIT_NO_LAYOUT
+
+
+class CheckFailed(UserError):
+    exit_code = EXIT_CHECK_FAILED
+
+
+class SubmissionError(UserError):
+    """The scheduler refused a job; keeps the scheduler's raw output for the ledger and -v."""
+
+    exit_code = EXIT_SUBMIT_FAILED
+
+    def __init__(self, key: str, raw_output: str = "", **params: object) -> None:
+        self.raw_output = raw_output
+        super().__init__(key, **params)

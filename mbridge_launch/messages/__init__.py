@@ -1,0 +1,1 @@
+"""Message catalog split by area; each module defines MESSAGES = {key: (en, zh)}."""

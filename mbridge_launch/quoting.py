@@ -1,0 +1,65 @@
+"""The one quoting choke point: every value that reaches a shell line passes through `sh()`.
+
+A deliberate shell expansion (`$SLURM_JOB_ID`, `${RESTART}`) is written as `ShellExpr`, a
+distinct class (not a type alias), so that nothing else can skip quoting by accident.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Iterable, Union
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ShellExpr:
+    """Shell text that is meant to be expanded by the shell. Only code constants may build one."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"ShellExpr({self.text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShellExpr) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(("ShellExpr", self.text))
+
+
+ShellValue = Union[str, int, float, ShellExpr]
+
+
+def sh(value: ShellValue) -> str:
+    """Quote one value for a POSIX shell line. ShellExpr passes through; everything else is
+    single-quoted by shlex when it has any character the shell would interpret."""
+    if isinstance(value, ShellExpr):
+        return value.text
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    return shlex.quote(str(value))
+
+
+def sh_join(values: Iterable[ShellValue]) -> str:
+    return " ".join(sh(v) for v in values)
+
+
+def sh_flag(name: str, value: ShellValue | None = None) -> str:
+    """`--name=VALUE` with the value quoted (the flag name is a code constant)."""
+    if not name.startswith("-") or not _SAFE_NAME.match(name.lstrip("-")):
+        raise ValueError(f"flag name {name!r} is not a plain option name")
+    return name if value is None else f"{name}={sh(value)}"
+
+
+def is_safe_name(value: str) -> bool:
+    """Names that nemo-run and file paths use unquoted: letters, digits, '.', '_', '-'."""
+    return bool(_SAFE_NAME.match(value))
+
+
+def is_env_name(value: str) -> bool:
+    return bool(_ENV_NAME.match(value))
