@@ -1,0 +1,165 @@
+"""Fit the throughput model's constants (mbridge_launch.planner.throughput.Calibration) on
+published benchmark rows: a bounded Nelder-Mead search over a robust log-error loss.
+
+Pure Python on purpose (the project does not depend on numpy/scipy). Used by fit_constants.py
+(fit on every row, write the constants) and accuracy.py (refit without a system or a model).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from calibration_rows import Row, with_fitting_recompute
+
+from mbridge_launch.planner.throughput import CAL, Calibration, estimate_step
+
+MAX_EFF = 0.95  # no efficiency may reach the peak
+
+
+def _sig(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(min(x, 40.0), -40.0)))
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+# name, getter, setter, to-internal, from-internal
+def _bounded(upper: float):
+    return (lambda v: _logit(v / upper)), (lambda x: upper * _sig(x))
+
+
+_LOG = ((lambda v: math.log(max(v, 1e-12))), (lambda x: math.exp(max(min(x, 50.0), -50.0))))
+_EFF = _bounded(MAX_EFF)
+_FRAC = _bounded(1.0)
+
+PARAMS: list[tuple[str, tuple[Callable, Callable]]] = [
+    ("gemm_eff.bf16", _EFF), ("gemm_eff.fp8", _EFF), ("gemm_eff.fp8mx", _EFF), ("gemm_eff.nvfp4", _EFF),
+    ("attn_eff", _EFF), ("exp_share", _FRAC), ("moe_eff", _EFF), ("moe_lowp_gain", _LOG),
+    ("moe_half_tokens", _LOG), ("elementwise", _LOG), ("generation.hopper", _LOG), ("generation.blackwell_ultra", _LOG),
+    ("layer_latency_s", _LOG), ("moe_sync_s", _LOG),
+    ("tp_exposed", _FRAC), ("cp_exposed", _FRAC), ("ep_exposed", _FRAC), ("dp_exposed", _FRAC),
+]
+
+
+_DICTS = ("gemm_eff", "generation")
+
+
+# Physical priors (centre, spread of the log): datasheet-style GEMM efficiencies, flash
+# attention efficiency, launch latencies, ... A constant that strays one spread from its centre
+# costs as much as one row mispredicted by DELTA. They keep the fit physical when the rows cannot
+# tell two constants apart, which is what makes it generalise to unseen systems and models.
+PRIORS: dict[str, tuple[float, float]] = {
+    "gemm_eff.bf16": (0.72, 0.2), "gemm_eff.fp8": (0.65, 0.2), "gemm_eff.fp8mx": (0.62, 0.2),
+    "gemm_eff.nvfp4": (0.50, 0.3), "attn_eff": (0.45, 0.3), "exp_share": (0.3, 0.7),
+    "moe_eff": (0.6, 0.4), "moe_lowp_gain": (1.4, 0.3), "moe_half_tokens": (1500.0, 0.7),
+    "elementwise": (1.0, 0.5), "generation.hopper": (1.0, 0.1), "generation.blackwell_ultra": (1.1, 0.1),
+    "layer_latency_s": (3e-4, 1.0), "moe_sync_s": (1e-3, 1.0), "tp_exposed": (0.3, 0.7),
+    "cp_exposed": (0.3, 0.7), "ep_exposed": (0.4, 0.7), "dp_exposed": (0.2, 1.0),
+}
+DELTA = 0.06
+
+
+def prior_penalty(cal: Calibration) -> float:
+    total = 0.0
+    for name, (centre, spread) in PRIORS.items():
+        z = (math.log(max(_get(cal, name), 1e-15)) - math.log(centre)) / spread
+        total += 0.5 * z * z * DELTA * DELTA
+    return total
+
+
+def _get(cal: Calibration, name: str) -> float:
+    group, _, key = name.partition(".")
+    if group in _DICTS:
+        return getattr(cal, group)[key]
+    return getattr(cal, name)
+
+
+def to_vector(cal: Calibration) -> list[float]:
+    return [fwd(_get(cal, name)) for name, (fwd, _) in PARAMS]
+
+
+def from_vector(x: Sequence[float], base: Calibration = CAL) -> Calibration:
+    values: dict = {group: dict(getattr(base, group)) for group in _DICTS}
+    for (name, (_, back)), xi in zip(PARAMS, x):
+        group, _, key = name.partition(".")
+        if group in _DICTS:
+            values[group][key] = back(xi)
+        else:
+            values[name] = back(xi)
+    return replace(base, **values)
+
+
+def prepared(rows: Sequence[Row]) -> list[tuple[Row, object]]:
+    """Rows with a measured tokens/s, paired with the layout (and recompute) to estimate."""
+    return [(r, with_fitting_recompute(r)) for r in rows if r.tokens_per_sec]
+
+
+def predict(row: Row, layout, cal: Calibration) -> float:
+    est = estimate_step(row.arch, row.hw, layout, row.precision, mtp_layers=row.mtp_layers,
+                        moe_token_drop=row.token_drop, cal=cal)
+    return est.tokens_per_sec_per_gpu
+
+
+def loss(items, cal: Calibration, delta: float = DELTA) -> float:
+    """Pseudo-Huber on log errors (quadratic below `delta`, linear above: robust to the rows a
+    software release made much faster or slower) plus the priors, per row."""
+    total = prior_penalty(cal)
+    for row, layout in items:
+        err = math.log(predict(row, layout, cal) / row.tokens_per_sec)
+        total += delta * delta * (math.sqrt(1.0 + (err / delta) ** 2) - 1.0)
+    return total / max(len(items), 1)
+
+
+def nelder_mead(f: Callable[[list[float]], float], x0: list[float], step: float = 0.5,
+                iters: int = 3000, tol: float = 1e-9) -> tuple[list[float], float]:
+    n = len(x0)
+    simplex = [list(x0)]
+    for i in range(n):
+        x = list(x0)
+        x[i] += step
+        simplex.append(x)
+    values = [f(x) for x in simplex]
+    for _ in range(iters):
+        order = sorted(range(n + 1), key=values.__getitem__)
+        simplex = [simplex[i] for i in order]
+        values = [values[i] for i in order]
+        if abs(values[-1] - values[0]) < tol:
+            break
+        centroid = [sum(x[i] for x in simplex[:-1]) / n for i in range(n)]
+        worst = simplex[-1]
+        reflect = [c + (c - w) for c, w in zip(centroid, worst)]
+        fr = f(reflect)
+        if fr < values[0]:
+            expand = [c + 2 * (c - w) for c, w in zip(centroid, worst)]
+            fe = f(expand)
+            simplex[-1], values[-1] = (expand, fe) if fe < fr else (reflect, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflect, fr
+        else:
+            contract = [c + 0.5 * (w - c) for c, w in zip(centroid, worst)]
+            fc = f(contract)
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contract, fc
+            else:
+                best = simplex[0]
+                simplex = [best] + [[b + 0.5 * (x - b) for b, x in zip(best, xs)] for xs in simplex[1:]]
+                values = [values[0]] + [f(x) for x in simplex[1:]]
+    i = min(range(n + 1), key=values.__getitem__)
+    return simplex[i], values[i]
+
+
+def fit(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, iters: int = 2500) -> Calibration:
+    """Fit the constants on `rows`; restarts shake the simplex out of early collapses."""
+    items = prepared(rows)
+    x = to_vector(start)
+    best = math.inf
+    for r in range(rounds):
+        x, value = nelder_mead(lambda v: loss(items, from_vector(v)), x, step=0.6 / (r + 1), iters=iters)
+        if best - value < 1e-7:
+            break
+        best = value
+    return from_vector(x)

@@ -1,0 +1,363 @@
+"""The NeMo-Run adapter: a Plan becomes a `run.Experiment` with one `run.Script` task on a
+`run.SlurmExecutor` whose `run.LocalTunnel` submits from this host, detached.
+
+NeMo-Run 0.11 does not shell-quote what it writes into srun and export lines, and its
+LocalTunnel joins mkdir/sbatch command lines unquoted (facts section 7), so this adapter quotes
+every script argument, env value, mount and srun argument itself, and accepts only safe names for
+the experiment title, task name and NeMo-Run home. `nemo_run` is imported lazily (1-2 s), after
+NEMORUN_HOME is set, because NeMo-Run reads it at import time.
+
+`MBridgePlugin` (a `run.Plugin`) applies a Plan's environment, mounts and node-check step to any
+SlurmExecutor, for NeMo-Run users who build their own experiments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from mbridge_launch.errors import SubmissionError, UserError
+from mbridge_launch.executors import common, node_check, slurm_cli
+from mbridge_launch.executors.base import Rendered, Submitted
+from mbridge_launch.plan import Plan
+from mbridge_launch.quoting import is_safe_name, sh
+
+NAME = "nemo-run"
+TASK_NAME = "train"
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+_ID_SUFFIX = re.compile(r"^[A-Za-z0-9.-]+$")
+_RUNDIR = "nemo_run"  # NeMo-Run's RUNDIR_NAME
+
+
+# ------------------------------------------------------------------ importing nemo_run
+@contextlib.contextmanager
+def _no_stdin() -> Iterator[None]:
+    """NeMo-Run runs mkdir/sbatch through invoke, which forwards our stdin to them; under pytest,
+    CI (no stdin) or a pipe that would read or fail, so they get an empty stdin instead."""
+    saved = sys.stdin
+    with open(os.devnull, encoding="utf-8") as devnull:
+        sys.stdin = devnull
+        try:
+            yield
+        finally:
+            sys.stdin = saved
+
+
+def _import_nemo_run(home: str) -> Any:
+    """nemo_run with `home` as NEMORUN_HOME, also when it was imported earlier with another one
+    (set_nemorun_home, and the Slurm scheduler's job-dir index path fixed at its import)."""
+    if "nemo_run" not in sys.modules:
+        # NeMo-Run reads NEMORUN_HOME at import; restore the user's value afterwards so that
+        # later plans in this process still see their own default
+        previous = os.environ.get("NEMORUN_HOME")
+        os.environ["NEMORUN_HOME"] = home
+        try:
+            import nemo_run  # noqa: F401
+        finally:
+            if previous is None:
+                os.environ.pop("NEMORUN_HOME", None)
+            else:
+                os.environ["NEMORUN_HOME"] = previous
+    import nemo_run as run
+    from nemo_run.config import set_nemorun_home
+    from nemo_run.run.torchx_backend.schedulers import slurm as slurm_scheduler
+
+    set_nemorun_home(home)
+    slurm_scheduler.SLURM_JOB_DIRS = os.path.join(home, ".slurm_jobs")
+    return run
+
+
+def check_home(home: str) -> str:
+    # Without a container NeMo-Run rewrites every "/nemo_run" in its script to the job directory
+    # (its in-container mount point), which would corrupt a home path that contains it.
+    if not _SAFE_PATH.match(home) or f"/{_RUNDIR}" in home:
+        raise UserError("executors.nemo_run_home_unsafe", value=home)
+    return home.rstrip("/") or "/"
+
+
+def default_home(workdir: Optional[Path]) -> str:
+    """NEMORUN_HOME when the user set it (their NeMo-Run convention), else <workdir>/nemo_run."""
+    env = os.environ.get("NEMORUN_HOME")
+    if env:
+        return env
+    return str(Path(workdir or Path.cwd()).resolve() / ".nemo_run")
+
+
+def experiment_title(plan: Plan) -> str:
+    if not is_safe_name(plan.name) or plan.name.startswith(_RUNDIR):
+        raise UserError("shell.unsafe_name", what="name (NeMo-Run experiment title)", value=plan.name)
+    return plan.name
+
+
+def default_experiment_id(plan: Plan) -> str:
+    # LocalTunnel takes the title as everything before the LAST '_' of the id: no '_' in the suffix
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{experiment_title(plan)}_{plan.plan_hash()}-{stamp}"
+
+
+def check_experiment_id(plan: Plan, experiment_id: str) -> str:
+    title = experiment_title(plan)
+    prefix = title + "_"
+    if not (experiment_id.startswith(prefix) and _ID_SUFFIX.match(experiment_id[len(prefix):])):
+        raise UserError("executors.experiment_id", value=experiment_id, title=title)
+    return experiment_id
+
+
+# ------------------------------------------------------------------ what the plan contributes
+def quoted_env(plan: Plan) -> dict[str, str]:
+    """NeMo-Run writes `export NAME=VALUE` unquoted: the values arrive already quoted."""
+    return {name: sh(value) for name, value in common.perf_env(plan).items()}
+
+
+def quoted_mounts(plan: Plan) -> list[str]:
+    # NeMo-Run joins mounts with ',' into one unquoted word; quoted pieces still form one word
+    return [sh(f"{m.source}:{m.target}") for m in plan.cluster.container_mounts]
+
+
+def plan_setup_lines(plan: Plan) -> str:
+    """Setup commands (each eval'ed from a quoted string) and the node check step."""
+    lines = [f"eval {sh(cmd)}" for cmd in plan.launch.setup]
+    lines.append(node_check.node_check_step(plan))
+    return "\n".join(lines)
+
+
+def plan_srun_args(plan: Plan) -> list[str]:
+    args = ["--export=ALL", *common.mpi_flags(plan)]
+    if plan.launch.workdir and not _uses_container(plan):
+        args.append(f"--chdir={plan.launch.workdir}")
+    args.extend(plan.cluster.srun_args)
+    return [sh(a) for a in args]
+
+
+def _uses_container(plan: Plan) -> bool:
+    return bool(plan.cluster.profile.pyxis and plan.cluster.container_image)
+
+
+def _task_argv(plan: Plan) -> list[str]:
+    return common.torchrun_argv(plan) if plan.launch.shape == "torchrun" else common.trainer_argv(plan)
+
+
+def build_script(run: Any, plan: Plan) -> Any:
+    """run.Script(entrypoint PATH ARGS...), every word quoted here (NeMo-Run joins them raw).
+    A one-word entry runs through `env`, which executes its arguments."""
+    argv = _task_argv(plan)
+    if len(argv) == 1:
+        argv = ["env", *argv]
+    return run.Script(path=sh(argv[1]), entrypoint=sh(argv[0]), args=[sh(a) for a in argv[2:]])
+
+
+def build_executor(run: Any, plan: Plan, home: str) -> Any:
+    c = plan.cluster
+    from nemo_run.core.execution.slurm import SlurmJobDetails
+
+    container = _uses_container(plan)
+    per_node = c.gpus_per_node if plan.launch.shape == "srun" else 1
+    executor = run.SlurmExecutor(
+        account=c.account or "",
+        partition=c.partition,
+        qos=c.qos,
+        nodes=c.nodes,
+        ntasks_per_node=per_node,
+        gpus_per_node=c.gpus_per_node,
+        time=c.time,
+        exclusive=True if c.exclusive else None,
+        signal=c.signal,
+        segment=common.segment(plan),
+        container_image=sh(c.container_image) if container else None,
+        container_mounts=quoted_mounts(plan) if container else [],
+        container_env=(common.forwarded_env_names(plan) + list(common.perf_env(plan))) if container else None,
+        env_vars=quoted_env(plan),
+        srun_args=plan_srun_args(plan),
+        setup_lines=plan_setup_lines(plan),
+        additional_parameters=_additional_parameters(plan),
+        tunnel=run.LocalTunnel(job_dir=os.path.join(home, "experiments")),
+        packager=run.Packager(),
+        retries=0,
+        poll_estimated_start_time=False,
+    )
+    # the job name is the plan's name, not NeMo-Run's "<account>-<account>.<task>"
+    executor.job_details = SlurmJobDetails(job_name=experiment_title(plan))
+    return executor
+
+
+def _additional_parameters(plan: Plan) -> dict[str, Any]:
+    """#SBATCH options NeMo-Run has no field for (it quotes #SBATCH values itself)."""
+    params: dict[str, Any] = {"export": common.export_flag_value(plan)}
+    if plan.launch.workdir:
+        params["chdir"] = plan.launch.workdir
+    for arg in plan.cluster.sbatch_args:
+        key, _, value = arg.lstrip("-").partition("=")
+        params[key] = value if value else True
+    return params
+
+
+# ------------------------------------------------------------------ the adapter
+class NemoRunExecutor:
+    name = NAME
+
+    def __init__(self, workdir: Optional[Path] = None, nemorun_home: Optional[str] = None,
+                 experiment_id: Optional[str] = None) -> None:
+        self.workdir = Path(workdir) if workdir else None
+        self.nemorun_home = nemorun_home
+        self.experiment_id = experiment_id
+
+    def _home(self, workdir: Optional[Path] = None) -> str:
+        return check_home(self.nemorun_home or default_home(workdir or self.workdir))
+
+    def _experiment_id(self, plan: Plan) -> str:
+        if self.experiment_id is None:
+            self.experiment_id = default_experiment_id(plan)
+        return check_experiment_id(plan, self.experiment_id)
+
+    def _experiment(self, run: Any, plan: Plan, home: str) -> Any:
+        title = experiment_title(plan)
+        exp = run.Experiment(title, id=self._experiment_id(plan), base_dir=home, clean_mode=True,
+                             enable_goodbye_message=False, skip_status_at_exit=True)
+        return exp, title
+
+    def render(self, plan: Plan) -> Rendered:
+        """The exact files NeMo-Run would write, produced by its own dry run in a scratch home and
+        shown with the real home's paths (the scratch path is unique, so replacing it is exact)."""
+        common.validate_plan(plan)
+        home = self._home()
+        scratch = tempfile.mkdtemp(prefix="mbl-nemo-run-")
+        scratch_home = os.path.join(scratch, "h")
+        try:
+            run = _import_nemo_run(scratch_home)
+            exp, title = self._experiment(run, plan, scratch_home)
+            with _no_stdin(), exp:
+                exp.add(build_script(run, plan), executor=build_executor(run, plan, scratch_home),
+                        name=TASK_NAME)
+                exp.dryrun(log=False, delete_exp_dir=False)
+            exp_dir = Path(scratch_home, "experiments", title, exp._id)
+            files = {}
+            for path in sorted(exp_dir.rglob("*_sbatch.sh")):
+                rel = str(path.relative_to(scratch_home))
+                files[os.path.join(home, rel)] = path.read_text().replace(scratch_home, home)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            _import_nemo_run(home)
+        text = "\n".join(files.values())
+        return Rendered(executor=NAME, text=text, submit_command=["sbatch", "--requeue", "--parsable",
+                        *files.keys()], files=files)
+
+    def submit(self, plan: Plan, workdir: Path) -> Submitted:
+        common.validate_plan(plan)
+        workdir = Path(workdir).resolve()
+        home = self._home(workdir)
+        log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, workdir))
+        log_base.mkdir(parents=True, exist_ok=True)
+        run = _import_nemo_run(home)
+        exp, title = self._experiment(run, plan, home)
+        try:
+            with _no_stdin(), exp:
+                exp.add(build_script(run, plan), executor=build_executor(run, plan, home), name=TASK_NAME)
+                exp.run(detach=True)
+        except Exception as exc:  # NeMo-Run raises invoke's UnexpectedExit with sbatch's stderr
+            raise _submission_error(exc) from None
+        job_ids = [_job_id_of(job) for job in exp.jobs]
+        if not all(job_ids):
+            raise SubmissionError("executors.submit_no_job_id", executor=NAME, output=str(exp.jobs))
+        exp_dir = Path(home, "experiments", title, exp._id)
+        scripts = sorted(exp_dir.rglob("*_sbatch.sh"))
+        return Submitted(executor=NAME, job_ids=job_ids, script_path=scripts[0] if scripts else None,
+                         log_paths=self._logs(exp_dir), raw_output="")
+
+    @staticmethod
+    def _logs(exp_dir: Path) -> list[Path]:
+        return sorted(exp_dir.rglob("*.out")) + sorted(exp_dir.rglob("log-*"))
+
+    def status(self, job_ids: list[str]) -> dict[str, str]:
+        return slurm_cli.job_states(job_ids)
+
+    def cancel(self, job_ids: list[str]) -> None:
+        slurm_cli.scancel(job_ids)
+
+    def log_paths(self, plan: Plan, job_ids: list[str]) -> list[Path]:
+        home = self._home()
+        title = experiment_title(plan)
+        base = Path(home, "experiments", title)
+        return [p for p in sorted(base.rglob("*")) if p.is_file() and any(j in p.name for j in job_ids)]
+
+
+def _job_id_of(job: Any) -> str:
+    handle = getattr(job, "handle", "") or ""
+    # handle: "<scheduler>://<session>/<job id>"
+    tail = handle.rstrip("/").rsplit("/", 1)[-1]
+    return tail if tail.isdigit() else ""
+
+
+def _submission_error(exc: Exception) -> SubmissionError:
+    result = getattr(exc, "result", None)
+    raw = ""
+    if result is not None:
+        raw = (getattr(result, "stderr", "") or "") + (getattr(result, "stdout", "") or "")
+    raw = raw or str(exc)
+    return slurm_cli.submission_error(raw)
+
+
+# ------------------------------------------------------------------ the plugin
+def _make_plugin_class() -> type:
+    from dataclasses import dataclass, field
+
+    import nemo_run as run
+
+    @dataclass(kw_only=True)
+    class MBridgePlugin(run.Plugin):
+        """Applies a Plan's environment (quoted), container mounts and env names, and the node
+        check step to a task's SlurmExecutor. Build it with MBridgePlugin.from_plan(plan)."""
+
+        env_vars: dict[str, str] = field(default_factory=dict)
+        container_mounts: list[str] = field(default_factory=list)
+        container_env: list[str] = field(default_factory=list)
+        srun_args: list[str] = field(default_factory=list)
+        setup_lines: str = ""
+
+        @classmethod
+        def from_plan(cls, plan: Plan) -> "MBridgePlugin":
+            common.validate_plan(plan)
+            container = _uses_container(plan)
+            return cls(
+                env_vars=quoted_env(plan),
+                container_mounts=quoted_mounts(plan) if container else [],
+                container_env=common.forwarded_env_names(plan) + list(common.perf_env(plan)) if container else [],
+                srun_args=["--export=ALL"],
+                setup_lines=plan_setup_lines(plan),
+            )
+
+        def setup(self, task: Any, executor: Any) -> None:
+            executor.env_vars = {**(executor.env_vars or {}), **self.env_vars}
+            if hasattr(executor, "container_mounts") and self.container_mounts:
+                executor.container_mounts = [*executor.container_mounts, *self.container_mounts]
+            if hasattr(executor, "container_env") and self.container_env:
+                executor.container_env = [*(executor.container_env or []), *self.container_env]
+            if hasattr(executor, "srun_args"):
+                executor.srun_args = [*(executor.srun_args or []), *self.srun_args]
+            if hasattr(executor, "setup_lines"):
+                executor.setup_lines = "\n".join(x for x in (executor.setup_lines, self.setup_lines) if x)
+
+    return MBridgePlugin
+
+
+_plugin_class: Optional[type] = None
+
+
+def __getattr__(name: str) -> Any:
+    """`MBridgePlugin` subclasses run.Plugin, so it is built on first use (importing nemo_run)."""
+    global _plugin_class
+    if name == "MBridgePlugin":
+        if _plugin_class is None:
+            _plugin_class = _make_plugin_class()
+        return _plugin_class
+    raise AttributeError(name)
+
+
+def create(**options: Any) -> NemoRunExecutor:
+    return NemoRunExecutor(**options)

@@ -1,0 +1,45 @@
+"""Parse recipe function names (facts section 2).
+
+Canonical: `<model>_<task>_<N>gpu_<hw>_<precision>[_<variant>]_config`, task in pretrain, sft,
+peft. A few exported canonical functions do not follow it (`nemotron_3_super_pretrain_config`);
+they still parse as `<model>_<task>[_<variant>]_config`, without GPU count, hardware or precision.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TASKS = ("pretrain", "sft", "peft")
+HARDWARE = ("h100", "b200", "b300", "gb200", "gb300", "vr200", "r100")
+PRECISIONS = ("bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4")
+
+_CANONICAL = re.compile(
+    rf"^(?P<model>.+?)_(?P<task>{'|'.join(TASKS)})_(?P<gpus>\d+)gpu_(?P<hardware>{'|'.join(HARDWARE)})"
+    rf"_(?P<precision>{'|'.join(PRECISIONS)})(?:_(?P<variant>.+))?_config$"
+)
+_LOOSE = re.compile(rf"^(?P<model>.+?)_(?P<task>{'|'.join(TASKS)})(?:_(?P<variant>.+))?_config$")
+
+
+@dataclass(frozen=True)
+class RecipeName:
+    model: str | None
+    mode: str | None
+    gpus: int | None
+    hardware: str | None
+    precision: str | None
+    variant: str | None
+    regular: bool  # follows the canonical pattern
+
+
+def parse_recipe_name(name: str) -> RecipeName:
+    match = _CANONICAL.match(name)
+    if match:
+        return RecipeName(
+            model=match["model"], mode=match["task"], gpus=int(match["gpus"]), hardware=match["hardware"],
+            precision=match["precision"], variant=match["variant"], regular=True,
+        )
+    match = _LOOSE.match(name)
+    if match:
+        return RecipeName(match["model"], match["task"], None, None, None, match["variant"], regular=False)
+    return RecipeName(None, None, None, None, None, None, regular=False)

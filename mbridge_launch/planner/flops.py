@@ -1,0 +1,159 @@
+"""Training FLOPs per token with Megatron Bridge's model-TFLOP/s accounting.
+
+This follows `num_floating_point_operations` of Megatron-LM / Megatron Bridge: every GEMM counted
+three times (forward, data gradient, weight gradient) at 2 FLOPs per multiply-add; GQA key/value
+projections scaled by num_query_groups / num_attention_heads; SwiGLU MLPs at 3/2 of a plain MLP;
+MoE layers counting top-k routed experts plus shared experts; multi-latent attention with its
+LoRA ranks; MTP layers (norms, projection, one extra decoder layer and another LM head); the LM
+head over the vocabulary padded to a multiple of 128 x TP; causal attention counting half the
+score matrix; Nemotron-H Mamba layers with d_inner = 2 x hidden. Sliding-window layers count
+the keys a query really sees. PEFT (LoRA/DoRA) freezes the base weights: no weight-gradient GEMM
+for them, plus the adapters' own GEMMs.
+
+Components are returned separately because they run at different speeds (see throughput.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mbridge_launch.models import ModelArch
+
+LORA_DEFAULT_RANK = 32  # Megatron Bridge LoRA default `dim`
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """Training FLOPs per token (forward + backward) by component."""
+
+    attn_proj: float  # Q/K/V/O projections (or MLA down/up projections)
+    attn_core: float  # QK^T and attention x V (bf16 flash attention)
+    mlp: float  # dense MLPs and MoE shared experts
+    moe: float  # routed experts (grouped GEMMs)
+    mamba: float  # Mamba mixers (projections and scan)
+    logits: float  # LM head(s) and MTP projections
+    adapters: float = 0.0  # LoRA/DoRA adapter GEMMs
+
+    @property
+    def total(self) -> float:
+        return self.attn_proj + self.attn_core + self.mlp + self.moe + self.mamba + self.logits + self.adapters
+
+    @property
+    def gemm(self) -> float:
+        """FLOPs of dense GEMMs in the training precision."""
+        return self.attn_proj + self.mlp + self.logits + self.adapters
+
+
+def _avg_keys(seq_length: int, window: int | None) -> float:
+    """Keys one query attends to on average under a causal mask (Megatron: s/2)."""
+    if not window or window >= seq_length:
+        return seq_length / 2
+    return window - window * window / (2 * seq_length)
+
+
+def _attention_per_layer(arch: ModelArch, seq_length: int, window: int | None) -> tuple[float, float]:
+    """(projection FLOPs, core FLOPs) per token of one attention layer, x3 for training."""
+    h = arch.hidden_size
+    n = arch.num_attention_heads
+    keys = _avg_keys(seq_length, window)
+    if arch.is_mla:
+        qk, pe, v = arch.qk_head_dim or 0, arch.qk_pos_emb_head_dim or 0, arch.v_head_dim or 0
+        if arch.q_lora_rank:
+            q_term = arch.q_lora_rank * (h + n * (qk + pe) + 1)
+        else:
+            q_term = h * n * (qk + pe)
+        kv_term = arch.kv_lora_rank * (h + n * (qk + v) + 1) + h * pe
+        proj = 6 * (q_term + kv_term + n * v * h)
+        core = 6 * keys * n * (qk + pe + v)
+        return proj, core
+    d = arch.head_dim
+    proj = 12 * h * n * d * (1 + arch.kv_groups / n)
+    core = 12 * keys * n * d
+    return proj, core
+
+
+def _windows(arch: ModelArch) -> list[int | None]:
+    """Per attention layer: its window (None = full attention)."""
+    count = arch.layer_counts()["attention"] + (arch.mtp_num_layers if not arch.is_hybrid else 0)
+    if not arch.sliding_window:
+        return [None] * count
+    period = arch.sliding_window_pattern or 0
+    if period <= 1:
+        return [arch.sliding_window] * count
+    return [None if (i + 1) % period == 0 else arch.sliding_window for i in range(count)]
+
+
+def flops_per_token(
+    arch: ModelArch,
+    seq_length: int,
+    *,
+    tp: int = 1,
+    mtp_layers: int | None = None,
+    goal: str = "pretrain",
+    lora_rank: int = LORA_DEFAULT_RANK,
+) -> FlopsPerToken:
+    """Training FLOPs per token. `mtp_layers` overrides the architecture's MTP depth (benchmarks
+    "without MTP"); `tp` pads the vocabulary like Megatron does."""
+    h = arch.hidden_size
+    mtp = arch.mtp_num_layers if mtp_layers is None else mtp_layers
+    if arch.is_hybrid:
+        mtp = 0  # Megatron's hybrid formula has no MTP term
+    counts = arch.layer_counts()
+    gated = 1.5 if arch.gated_linear_unit else 1.0
+    kinds = arch.layer_kinds()
+    last_is_moe = bool(kinds) and kinds[-1] == "E"
+    n_mlp = counts["mlp"] + (0 if last_is_moe else mtp)
+    n_moe = counts["moe"] + (mtp if last_is_moe else 0)
+
+    attn_proj = attn_core = 0.0
+    for window in _windows(arch)[: counts["attention"] + mtp]:
+        proj, core = _attention_per_layer(arch, seq_length, window)
+        attn_proj += proj
+        attn_core += core
+    mlp = 12 * h * (arch.ffn_hidden_size or 0) * gated * n_mlp
+    mlp += 12 * h * (arch.moe_shared_expert_intermediate_size or 0) * gated * n_moe
+    moe = 12 * h * arch.expert_ffn * (arch.moe_router_topk or 0) * gated * n_moe
+    mamba = counts["mamba"] * _mamba_per_layer(arch)
+    logits = 6 * h * arch.padded_vocab(tp) * (mtp + 1) + 6 * mtp * (3 * h + 2 * h * h)
+    parts = FlopsPerToken(attn_proj, attn_core, mlp, moe, mamba, logits)
+    if goal in ("lora", "dora", "peft"):
+        parts = _peft(arch, parts, lora_rank, n_mlp, n_moe, counts["attention"] + mtp, goal)
+    return parts
+
+
+def _mamba_per_layer(arch: ModelArch) -> float:
+    h = arch.hidden_size
+    d_in = 2 * h  # Megatron's formula: d_inner = 2 x hidden, heads as configured
+    heads = arch.mamba_num_heads or d_in // (arch.mamba_head_dim or 64)
+    groups, state = arch.mamba_num_groups or 1, arch.mamba_state_dim or 16
+    return 3 * (2 * h * (2 * d_in + 2 * groups * state + heads) + 7 * d_in * state + 2 * d_in * h)
+
+
+def _peft(arch: ModelArch, parts: FlopsPerToken, rank: int, n_mlp: int, n_moe: int, n_attn: int, goal: str) -> FlopsPerToken:
+    """Frozen base: forward + data gradient only (2/3 of each GEMM); attention core unchanged
+    (its backward is needed for the activations' gradients); adapters trained (x3, rank r)."""
+    frozen = 2.0 / 3.0
+    h = arch.hidden_size
+    d = arch.head_dim
+    n, g = arch.num_attention_heads, arch.kv_groups
+    # LoRA on linear_qkv, linear_proj, linear_fc1, linear_fc2 (Megatron Bridge default targets):
+    # an adapter on an (in x out) matrix costs 2 x r x (in + out) per token forward.
+    qkv = h + d * (n + 2 * g)
+    proj = n * d + h
+    fc1 = h + (2 if arch.gated_linear_unit else 1) * (arch.ffn_hidden_size or 0)
+    fc2 = (arch.ffn_hidden_size or 0) + h
+    efc1 = h + (2 if arch.gated_linear_unit else 1) * arch.expert_ffn
+    efc2 = arch.expert_ffn + h
+    per_token = n_attn * (qkv + proj) + n_mlp * (fc1 + fc2) + n_moe * (arch.moe_router_topk or 0) * (efc1 + efc2)
+    adapters = 6 * rank * per_token
+    if goal == "dora":
+        adapters *= 1.5  # DoRA: magnitude scaling and the column norm of W + BA on top of LoRA
+    return FlopsPerToken(
+        attn_proj=parts.attn_proj * frozen,
+        attn_core=parts.attn_core,
+        mlp=parts.mlp * frozen,
+        moe=parts.moe * frozen,
+        mamba=parts.mamba * frozen,
+        logits=parts.logits * frozen,
+        adapters=adapters,
+    )

@@ -1,0 +1,264 @@
+"""Per-GPU memory by component, for the most loaded pipeline stage.
+
+Units are GiB (2^30 bytes): the HBM sizes of catalog/hardware.yaml are close to what nvidia-smi
+reports in GiB. Components:
+
+- weights: bf16 parameters of the stage held by this GPU (dense parts / TP, experts / (EP x ETP));
+  FP8/FP4 training keeps a low-precision copy of the linear weights too (+1 byte per parameter).
+- gradients: fp32 main gradients, 4 bytes per trained parameter (facts section 5).
+- optimizer: fp32 master weights + Adam moments, 12 bytes per trained parameter, sharded over
+  DP x CP (dense) or expert-DP (experts) by the distributed optimizer; Megatron-FSDP also shards
+  weights and gradients and keeps two gathered layers as working buffers.
+- activations: Korthikanti et al. (2022) per layer, redone for flash attention (no s^2 term),
+  GQA, SwiGLU, MLA, MoE routed tokens and Mamba mixers; divided by TP with SP and by CP;
+  times the micro-batches in flight at the first stage (1F1B: PP; interleaved: the Megatron
+  warm-up count); selective recompute drops the layer-norm outputs and activation-function
+  outputs, full recompute keeps only each layer's input plus one layer's working set.
+- logits: the LM head's logits and their fp32 softmax on the last stage (per MTP head too).
+- allowance: CUDA context, cuBLAS/TE workspaces and NCCL buffers (ALLOWANCE_GIB) plus allocator
+  fragmentation (FRAGMENTATION of the rest).
+A layout fits when the total is at most HEADROOM x HBM.
+PEFT (LoRA/DoRA) keeps the frozen base weights only (no gradients or optimizer state for them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mbridge_launch.models import ModelArch
+from mbridge_launch.planner.rules import Layout
+
+GIB = float(2**30)
+ALLOWANCE_GIB = 3.0  # CUDA context ~0.6, workspaces ~0.5, NCCL communicators/buffers ~1.5-2
+FRAGMENTATION = 0.05  # caching allocator with expandable_segments
+HEADROOM = 0.95  # plan only layouts that leave 5% of HBM free
+GRAD_BYTES = 4.0
+OPTIM_BYTES = 12.0
+PEFT_GOALS = ("lora", "dora", "peft")
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    logits: float
+    allowance: float
+    stage: str  # "first", "last" or "only": the stage the figures describe
+    hbm_gb: float | None = None
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.logits + self.allowance
+
+    @property
+    def fits(self) -> bool:
+        return self.hbm_gb is None or self.total <= HEADROOM * self.hbm_gb
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "weights": round(self.weights, 2), "gradients": round(self.gradients, 2),
+            "optimizer": round(self.optimizer, 2), "activations": round(self.activations, 2),
+            "logits": round(self.logits, 2), "allowance": round(self.allowance, 2), "total": round(self.total, 2),
+        }
+
+
+def _stage_kinds(arch: ModelArch, layout: Layout, first: bool) -> tuple[str, ...]:
+    """Layer kinds held by the first (or last) pipeline stage, all virtual chunks together."""
+    kinds = arch.layer_kinds()
+    pp = layout.pp
+    if pp == 1:
+        return kinds
+    if layout.uneven_pp and layout.first_stage_layers is not None:
+        n = layout.first_stage_layers if first else (layout.last_stage_layers or layout.first_stage_layers)
+        return kinds[:n] if first else kinds[len(kinds) - n:]
+    vp = layout.vp_size
+    per_chunk = -(-len(kinds) // (pp * vp))
+    chunks = [kinds[i:i + per_chunk] for i in range(0, len(kinds), per_chunk)]
+    # chunk c belongs to stage c % pp (interleaved assignment)
+    stage = 0 if first else pp - 1
+    mine = [c for i, c in enumerate(chunks) if i % pp == stage]
+    return tuple(k for c in mine for k in c)
+
+
+def _layer_params(arch: ModelArch, kind: str, layout: Layout) -> tuple[float, float]:
+    """(dense params on this GPU, expert params on this GPU) of one layer of `kind`."""
+    tp = layout.tp
+    if kind == "M":
+        return arch.mamba_params() / tp, 0.0
+    if kind == "*":
+        return arch.attention_params() / tp, 0.0
+    attn = 0.0 if arch.is_hybrid else arch.attention_params() / tp
+    if kind == "-":
+        return attn + arch.mlp_params() / tp, 0.0
+    shared, routed = arch.moe_layer_params()
+    return attn + shared / tp, routed / (layout.ep * layout.etp_size)
+
+
+def _act_bytes_per_token(arch: ModelArch, kind: str, layout: Layout, gemm_bytes: float) -> tuple[float, float]:
+    """Activation bytes one token leaves behind in one layer: (layer-norm/residual part, which
+    only sequence parallelism splits; part that tensor parallelism splits)."""
+    a, f = 2.0, gemm_bytes
+    h = arch.hidden_size
+    selective = layout.recompute == "selective"
+    norm = a * h + (0.0 if selective else f * h)  # layer-norm input (+ its output, the GEMM input)
+    if kind == "M":
+        heads = arch.mamba_num_heads or (2 * h // (arch.mamba_head_dim or 64))
+        d_in = heads * (arch.mamba_head_dim or 64)
+        gn = (arch.mamba_num_groups or 1) * (arch.mamba_state_dim or 128)
+        return norm, a * (2 * d_in + 2 * gn + heads) + a * (d_in + 2 * gn) + 2 * a * d_in + f * d_in
+    norms = split = 0.0
+    if kind == "*" or not arch.is_hybrid:  # a transformer layer's attention block
+        norms += norm
+        if arch.is_mla:
+            n = arch.num_attention_heads
+            qk = (arch.qk_head_dim or 0) + (arch.qk_pos_emb_head_dim or 0)
+            v = arch.v_head_dim or 0
+            latent = (arch.q_lora_rank or 0) + (arch.kv_lora_rank or 0) + (arch.qk_pos_emb_head_dim or 0)
+            # compressed latents, then Q, K, V expanded by the up-projections (recomputed by
+            # selective recompute, "mla_up_proj"), attention output
+            up = 0.0 if selective else a * n * (2 * qk + v)
+            split += a * latent + up + a * n * v
+        else:
+            nd = arch.num_attention_heads * arch.head_dim
+            gd = arch.kv_groups * arch.head_dim
+            split += a * (nd + 2 * gd) + a * nd
+    m = 2 if arch.gated_linear_unit else 1
+    act_out = 0.0 if selective else 1.0
+    if kind == "-":
+        ffn = arch.ffn_hidden_size or 0
+        norms += norm
+        split += a * m * ffn + f * ffn * act_out
+    elif kind == "E":
+        k = arch.moe_router_topk or 1
+        ffn = arch.expert_ffn / layout.etp_size
+        shared = arch.moe_shared_expert_intermediate_size or 0
+        norms += norm
+        split += a * m * shared + f * shared * act_out
+        # routed copies (expert GEMM inputs, fc1 outputs, activation outputs); tokens are
+        # sequence-sharded across TP ranks before dispatch
+        split += k * (f * h + a * m * ffn + f * ffn * act_out)
+    return norms, split
+
+
+def estimate_memory(
+    arch: ModelArch,
+    layout: Layout,
+    hbm_gb: float | None = None,
+    *,
+    precision: str = "bf16",
+    goal: str = "pretrain",
+) -> MemoryBreakdown:
+    """Memory per GPU of the most loaded stage (first or last, whichever needs more)."""
+    first = _stage_memory(arch, layout, precision, goal, first=True, hbm_gb=hbm_gb)
+    if layout.pp == 1:
+        return first
+    last = _stage_memory(arch, layout, precision, goal, first=False, hbm_gb=hbm_gb)
+    return first if first.total >= last.total else last
+
+
+def _stage_memory(arch: ModelArch, layout: Layout, precision: str, goal: str, *, first: bool, hbm_gb: float | None) -> MemoryBreakdown:
+    L = layout
+    tp, cp, pp = L.tp, L.cp, L.pp
+    kinds = _stage_kinds(arch, L, first)
+    dense = expert = 0.0
+    for kind in set(kinds):
+        d, e = _layer_params(arch, kind, L)
+        count = kinds.count(kind)
+        dense += d * count
+        expert += e * count
+    last = not first or pp == 1
+    emb = arch.embedding_params(tp) / tp
+    if first:
+        dense += emb
+    if last:
+        if not (arch.share_embeddings_and_output_weights and pp == 1):
+            dense += emb
+        if arch.mtp_num_layers and not arch.is_hybrid:
+            last_kind = arch.layer_kinds()[-1]
+            d, e = _layer_params(arch, last_kind, L)
+            dense += arch.mtp_num_layers * (d + 2 * arch.hidden_size * arch.hidden_size / tp)
+            expert += arch.mtp_num_layers * e
+    low_precision = precision != "bf16"
+    # bf16 weights; FP8/FP4 runs keep low-precision primary weights (fp8_param_gather) plus the
+    # transposed / column-wise copy the backward GEMMs need: also about 2 bytes per parameter.
+    weight_bytes = 2.0
+    peft = goal in PEFT_GOALS
+    dp_shard = max(L.dp * cp, 1)
+    edp_shard = max(L.edp, 1)
+    params = dense + expert
+    if peft:
+        weights = params * weight_bytes
+        adapters = _adapter_params(arch, kinds, L)
+        weights += adapters * 2
+        grads = adapters * GRAD_BYTES
+        optim = adapters * OPTIM_BYTES / (dp_shard if L.distributed_optimizer else 1)
+    elif L.fsdp:
+        weights = dense * weight_bytes / dp_shard + expert * weight_bytes / edp_shard
+        grads = dense * GRAD_BYTES / dp_shard + expert * GRAD_BYTES / edp_shard
+        optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
+        biggest = max((sum(_layer_params(arch, k, L)) for k in set(kinds)), default=0.0)
+        weights += biggest * (2 * weight_bytes + GRAD_BYTES)  # two gathered units + one unsharded grad
+    else:
+        weights = params * weight_bytes
+        grads = params * GRAD_BYTES
+        if L.distributed_optimizer:
+            optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
+        else:
+            optim = params * OPTIM_BYTES
+    if L.cpu_offload:
+        optim = 0.0
+
+    gemm_bytes = 1.0 if low_precision else 2.0
+    tokens = L.mbs * L.seq_length / cp
+    split = tp if (L.sp or tp == 1) else 1.0  # without SP, norms and residuals are replicated
+    per_layer = {}
+    for kind in set(kinds):
+        norms, tp_part = _act_bytes_per_token(arch, kind, L, gemm_bytes)
+        per_layer[kind] = tokens * (norms / split + tp_part / tp)
+    stage_act = sum(per_layer[k] for k in kinds)
+    vp = L.vp_size
+    m = L.microbatches
+    if pp == 1:
+        inflight_chunks, chunks = 1.0, 1.0
+    elif vp > 1:
+        warm = 2 * (pp - 1) + (vp - 1) * pp if first else (vp - 1) * pp
+        inflight_chunks, chunks = float(min(warm + 1, m * vp)), float(vp)
+    else:
+        inflight_chunks, chunks = float(min(pp if first else 1, m)), 1.0
+    if L.recompute == "full":
+        layer_inputs = 2.0 * arch.hidden_size * tokens / split * len(kinds) / chunks
+        working = max(per_layer.values(), default=0.0)
+        activations = layer_inputs * inflight_chunks + working
+    else:
+        activations = stage_act / chunks * inflight_chunks
+    if first:
+        activations += 2.0 * arch.hidden_size * tokens / split  # embedding output
+    logits = 0.0
+    if last:
+        heads = 1 + (arch.mtp_num_layers if not arch.is_hybrid else 0)
+        logits = heads * tokens * arch.padded_vocab(tp) / tp * (2.0 + 4.0)
+    base = weights + grads + optim + activations + logits
+    allowance = ALLOWANCE_GIB * GIB + FRAGMENTATION * base
+    stage = "only" if pp == 1 else ("first" if first else "last")
+    return MemoryBreakdown(
+        weights=weights / GIB, gradients=grads / GIB, optimizer=optim / GIB, activations=activations / GIB,
+        logits=logits / GIB, allowance=allowance / GIB, stage=stage, hbm_gb=hbm_gb,
+    )
+
+
+def _adapter_params(arch: ModelArch, kinds: tuple[str, ...], layout: Layout, rank: int = 32) -> float:
+    """LoRA adapters (rank r on linear_qkv, linear_proj, linear_fc1, linear_fc2) on this GPU."""
+    h, d = arch.hidden_size, arch.head_dim
+    n, g = arch.num_attention_heads, arch.kv_groups
+    m = 2 if arch.gated_linear_unit else 1
+    attn = rank * (h + d * (n + 2 * g)) + rank * (n * d + h)
+    mlp = rank * (h + m * (arch.ffn_hidden_size or 0)) + rank * ((arch.ffn_hidden_size or 0) + h)
+    expert = (arch.num_moe_experts or 0) * rank * (2 * h + (m + 1) * arch.expert_ffn) / (layout.ep * layout.etp_size)
+    total = 0.0
+    for kind in kinds:
+        total += attn / layout.tp if kind != "M" else 0.0
+        total += mlp / layout.tp if kind == "-" else 0.0
+        total += expert if kind == "E" else 0.0
+    return total

@@ -1,0 +1,299 @@
+"""Parallelism rules of Megatron Core (facts section 5), one place for recommend, plan,
+preflight and the catalog findings.
+
+`check_layout(layout, arch, hardware)` returns every broken rule as a `Violation` with a stable
+code, the field it concerns, the valid choices and a message in the user's language, e.g.
+"TP=3 does not divide num_query_groups=8 of llama3_8b; valid TP: 1, 2, 4, 8".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import gcd
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # imported for type hints only; keeps this module cheap to import
+    from mbridge_launch.hardware import Hardware
+    from mbridge_launch.models import ModelArch
+
+CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p", "allgather")
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One parallel layout. `world` is the total GPU count (None: unknown, grids unchecked)."""
+
+    tp: int = 1
+    pp: int = 1
+    vp: Optional[int] = None
+    cp: int = 1
+    ep: int = 1
+    etp: Optional[int] = None
+    sp: bool = False
+    mbs: int = 1
+    gbs: int = 1
+    seq_length: int = 4096
+    world: Optional[int] = None
+    fsdp: bool = False
+    recompute: str = "none"
+    cp_comm_type: Optional[str] = None
+    packing: bool = False
+    cpu_offload: bool = False
+    uneven_pp: bool = False
+    gpus_per_node: Optional[int] = None
+    distributed_optimizer: bool = True
+    first_stage_layers: Optional[int] = None  # uneven PP: decoder layers on the first stage
+    last_stage_layers: Optional[int] = None  # uneven PP: decoder layers on the last stage
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size (world / (TP x PP x CP)); 1 when the world size is unknown."""
+        if not self.world:
+            return 1
+        return max(self.world // (self.tp * self.pp * self.cp), 1)
+
+    @property
+    def etp_size(self) -> int:
+        return self.etp or 1
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size (world / (PP x EP x ETP))."""
+        if not self.world:
+            return 1
+        return max(self.world // (self.pp * self.ep * self.etp_size), 1)
+
+    @property
+    def vp_size(self) -> int:
+        return self.vp or 1
+
+    @property
+    def grad_accum(self) -> int:
+        return max(self.gbs // max(self.mbs * self.dp, 1), 1)
+
+    @property
+    def microbatches(self) -> int:
+        return self.grad_accum
+
+
+@dataclass(frozen=True)
+class Violation:
+    code: str
+    key: str
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
+    field: str = ""
+    valid: tuple = ()
+    severity: str = "error"
+
+    def message(self, lang: str | None = None) -> str:
+        from mbridge_launch.i18n import t
+
+        return t(self.key, lang=lang, **self.params)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message('en')}"
+
+
+def divisors(n: int) -> list[int]:
+    if n <= 0:
+        return []
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i * i != n:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]
+
+
+def _fmt(values: Any, limit: int = 12) -> str:
+    values = list(values)
+    text = ", ".join(str(v) for v in values[:limit])
+    return text + (", ..." if len(values) > limit else "") if values else "-"
+
+
+def _v(code: str, key: str, fld: str, valid: Any = (), severity: str = "error", **params: Any) -> Violation:
+    valid = tuple(valid)
+    params.setdefault("valid", _fmt(valid))
+    return Violation(code=code, key=key, params=params, field=fld, valid=valid, severity=severity)
+
+
+def valid_tp(arch: ModelArch) -> list[int]:
+    """TP sizes that divide the attention heads, the KV groups and the FFN width."""
+    base = gcd(arch.num_attention_heads, arch.kv_groups)
+    if arch.ffn_hidden_size:
+        base = gcd(base, arch.ffn_hidden_size)
+    return divisors(base)
+
+
+def stage_layers(num_layers: int, pp: int, vp: int, layout: Layout | None = None) -> int:
+    """Decoder layers on the most loaded pipeline stage (all its virtual chunks)."""
+    if layout is not None and layout.uneven_pp and layout.first_stage_layers is not None:
+        first = layout.first_stage_layers
+        last = layout.last_stage_layers if layout.last_stage_layers is not None else first
+        middle = num_layers - first - (last if pp > 1 else 0)
+        mid_stages = pp - 2
+        per_mid = -(-middle // mid_stages) if mid_stages > 0 else 0
+        return max(first, last, per_mid)
+    chunks = pp * vp
+    return -(-num_layers // chunks) * vp
+
+
+def check_layout(layout: Layout, arch: ModelArch | None, hardware: Hardware | None = None) -> list[Violation]:
+    """Every rule `layout` breaks for `arch` on `hardware` (either may be None: those rules skip)."""
+    out: list[Violation] = []
+    L = layout
+    sizes = {"tp": L.tp, "pp": L.pp, "cp": L.cp, "ep": L.ep, "mbs": L.mbs, "gbs": L.gbs, "seq_length": L.seq_length}
+    if L.vp is not None:
+        sizes["vp"] = L.vp
+    if L.etp is not None:
+        sizes["etp"] = L.etp
+    if L.world is not None:
+        sizes["world"] = L.world
+    bad = [name for name, value in sizes.items() if not isinstance(value, int) or isinstance(value, bool) or value < 1]
+    for name in bad:
+        out.append(_v("RULE_POSITIVE", "planner.rule.positive", name, name=name, value=sizes[name]))
+    if bad:
+        return out
+    _grid_rules(L, arch, out)
+    _batch_rules(L, out)
+    _feature_rules(L, out)
+    if arch is not None:
+        _model_rules(L, arch, out)
+    if hardware is not None:
+        _hardware_rules(L, hardware, out)
+    return out
+
+
+def errors(violations: list[Violation]) -> list[Violation]:
+    return [v for v in violations if v.severity == "error"]
+
+
+def _grid_rules(L: Layout, arch: ModelArch | None, out: list[Violation]) -> None:
+    if L.world is None:
+        return
+    mp = L.tp * L.pp * L.cp
+    if L.world % mp:
+        out.append(_v("RULE_DENSE_GRID", "planner.rule.dense_grid", "world", range(mp, mp * 5, mp),
+                      world=L.world, tp=L.tp, pp=L.pp, cp=L.cp, mp=mp))
+    is_moe = arch is not None and arch.is_moe
+    if is_moe or L.ep > 1 or (L.etp or 1) > 1:
+        eg = L.pp * L.ep * L.etp_size
+        if L.world % eg:
+            need = L.pp * max(L.tp * L.cp, L.ep * L.etp_size)
+            experts = arch.num_moe_experts if arch is not None and arch.num_moe_experts else L.ep
+            valid = [e for e in divisors(experts) if L.world % (L.pp * e * L.etp_size) == 0]
+            out.append(_v("RULE_EXPERT_GRID", "planner.rule.expert_grid", "ep", valid,
+                          world=L.world, pp=L.pp, ep=L.ep, etp=L.etp_size, eg=eg, minimum=need))
+
+
+def _batch_rules(L: Layout, out: list[Violation]) -> None:
+    if L.world is not None and L.world % (L.tp * L.pp * L.cp) == 0:
+        unit = L.mbs * L.dp
+        if L.gbs % unit:
+            out.append(_v("RULE_GBS", "planner.rule.gbs", "gbs", [unit * k for k in (1, 2, 4, 8, 16)],
+                          gbs=L.gbs, mbs=L.mbs, dp=L.dp, unit=unit))
+    if L.packing and L.mbs != 1:
+        out.append(_v("RULE_PACKING_MBS", "planner.rule.packing_mbs", "mbs", (1,), mbs=L.mbs))
+
+
+def _feature_rules(L: Layout, out: list[Violation]) -> None:
+    if L.vp is not None and L.vp > 1 and L.pp == 1:
+        out.append(_v("RULE_VP_PP", "planner.rule.vp_pp", "vp", (1,), vp=L.vp))
+    if L.cpu_offload and L.pp > 1:
+        out.append(_v("RULE_CPU_OFFLOAD_PP", "planner.rule.cpu_offload_pp", "pp", (1,), pp=L.pp))
+    if L.fsdp and L.pp > 1:
+        out.append(_v("RULE_FSDP_PP", "planner.rule.fsdp_pp", "pp", (1,), pp=L.pp))
+    if L.fsdp and L.world is not None and L.dp * L.cp == 1:
+        out.append(_v("RULE_FSDP_DP", "planner.rule.fsdp_dp", "fsdp", severity="warning"))
+    if L.recompute not in RECOMPUTE:
+        out.append(_v("RULE_RECOMPUTE", "planner.rule.recompute", "recompute", RECOMPUTE, value=L.recompute))
+    if L.tp > 1 and not L.sp:
+        out.append(_v("RULE_SP_TP", "planner.rule.sp_off", "sp", (True,), severity="warning", tp=L.tp))
+    if L.tp == 1 and L.sp:
+        out.append(_v("RULE_SP_TP", "planner.rule.sp_tp1", "sp", (False,), severity="warning"))
+    if L.cp > 1:
+        if L.seq_length % (2 * L.cp):
+            valid = [c for c in divisors(L.seq_length // 2) if c <= 64] if L.seq_length % 2 == 0 else [1]
+            out.append(_v("RULE_CP_SEQ", "planner.rule.cp_seq", "cp", valid, cp=L.cp, seq=L.seq_length, twice=2 * L.cp))
+        if L.cp_comm_type is not None and L.cp_comm_type not in CP_COMM_TYPES:
+            out.append(_v("RULE_CP_COMM", "planner.rule.cp_comm", "cp_comm_type", CP_COMM_TYPES, value=L.cp_comm_type))
+
+
+def _model_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
+    name = arch.name
+    n, g = arch.num_attention_heads, arch.kv_groups
+    tps = valid_tp(arch)
+    if n % L.tp:
+        out.append(_v("RULE_TP_HEADS", "planner.rule.tp_heads", "tp", tps, tp=L.tp, heads=n, model=name))
+    if g % L.tp:
+        out.append(_v("RULE_TP_KV_HEADS", "planner.rule.tp_kv_heads", "tp", tps, tp=L.tp, groups=g, model=name))
+    if arch.ffn_hidden_size and arch.ffn_hidden_size % L.tp and n % L.tp == 0 and g % L.tp == 0:
+        out.append(_v("RULE_TP_FFN", "planner.rule.tp_ffn", "tp", tps, tp=L.tp, ffn=arch.ffn_hidden_size, model=name))
+    if L.cp > 1 and L.cp_comm_type == "a2a" and (g // max(L.tp, 1)) % L.cp and g % L.tp == 0:
+        out.append(_v("RULE_CP_A2A_HEADS", "planner.rule.cp_a2a_heads", "cp_comm_type", ("p2p", "a2a+p2p"),
+                      cp=L.cp, local=g // L.tp, model=name))
+    _pipeline_rules(L, arch, out)
+    _expert_rules(L, arch, out)
+    if arch.max_position_embeddings and L.seq_length > arch.max_position_embeddings:
+        out.append(_v("RULE_SEQ_POSITIONS", "planner.rule.seq_positions", "seq_length", severity="warning",
+                      seq=L.seq_length, positions=arch.max_position_embeddings, model=name))
+
+
+def _pipeline_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
+    layers = arch.num_layers
+    vp = L.vp_size
+    chunks = L.pp * vp
+    if L.uneven_pp:
+        if L.first_stage_layers is not None:
+            first = L.first_stage_layers
+            last = L.last_stage_layers if L.last_stage_layers is not None else first
+            rest = layers - first - (last if L.pp > 1 else 0)
+            mid = L.pp - 2
+            ok = first >= 1 and last >= 1 and rest >= 0 and (mid <= 0 and rest == 0 or mid > 0 and rest % (mid * vp) == 0)
+            if not ok:
+                out.append(_v("RULE_PP_UNEVEN", "planner.rule.pp_uneven", "pp", severity="error",
+                              layers=layers, pp=L.pp, vp=vp, first=first, last=last, model=arch.name))
+        elif layers < chunks:
+            out.append(_v("RULE_PP_LAYERS", "planner.rule.pp_layers", "pp", [p for p in divisors(layers)],
+                          layers=layers, pp=L.pp, vp=vp, chunks=chunks, model=arch.name))
+        return
+    if layers % chunks:
+        if vp > 1 and layers % L.pp == 0:
+            out.append(_v("RULE_VP_LAYERS", "planner.rule.vp_layers", "vp", divisors(layers // L.pp),
+                          layers=layers, pp=L.pp, vp=vp, model=arch.name))
+        else:
+            out.append(_v("RULE_PP_LAYERS", "planner.rule.pp_layers", "pp", divisors(layers),
+                          layers=layers, pp=L.pp, vp=vp, chunks=chunks, model=arch.name))
+
+
+def _expert_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
+    if not arch.is_moe:
+        if L.ep > 1:
+            out.append(_v("RULE_EP_DENSE", "planner.rule.ep_dense", "ep", (1,), ep=L.ep, model=arch.name))
+        return
+    experts = arch.num_moe_experts or 1
+    if experts % L.ep:
+        out.append(_v("RULE_EP_EXPERTS", "planner.rule.ep_experts", "ep", divisors(experts),
+                      ep=L.ep, experts=experts, model=arch.name))
+    if L.etp_size > 1 and arch.expert_ffn % L.etp_size:
+        out.append(_v("RULE_ETP_FFN", "planner.rule.etp_ffn", "etp", divisors(gcd(arch.expert_ffn, 64)),
+                      etp=L.etp_size, ffn=arch.expert_ffn, model=arch.name))
+    if L.tp > 1 and L.ep > 1 and not L.sp:
+        out.append(_v("RULE_MOE_SP", "planner.rule.moe_sp", "sp", (True,), tp=L.tp, ep=L.ep))
+
+
+def _hardware_rules(L: Layout, hw: Hardware, out: list[Violation]) -> None:
+    if L.tp > hw.nvlink_domain:
+        out.append(_v("RULE_TP_NVLINK", "planner.rule.tp_nvlink", "tp", [d for d in divisors(hw.nvlink_domain)],
+                      severity="warning", tp=L.tp, domain=hw.nvlink_domain, gpu=hw.label))
+    if L.ep * L.etp_size > hw.nvlink_domain and L.ep > 1:
+        out.append(_v("RULE_EP_NVLINK", "planner.rule.ep_nvlink", "ep", severity="warning",
+                      ep=L.ep, domain=hw.nvlink_domain, gpu=hw.label))
+    gpn = L.gpus_per_node or hw.gpus_per_node
+    if L.world is not None and L.world > gpn and L.world % gpn:
+        out.append(_v("RULE_PARTIAL_NODE", "planner.rule.partial_node", "world", severity="warning",
+                      world=L.world, gpn=gpn))

@@ -1,0 +1,252 @@
+"""Step time, tokens/s/GPU, model TFLOP/s/GPU and MFU of one layout.
+
+Per micro-batch and pipeline stage (forward + backward):
+  compute   dense GEMMs at the precision's peak x CAL.gemm_eff[precision]; flash attention at
+            the bf16 peak x CAL.attn_eff (its softmax share CAL.exp_share runs faster on GPUs with
+            faster exp units); routed-expert grouped GEMMs at CAL.moe_eff of the dense rate;
+            memory-bound element-wise work (norms, activations, casts, permutes) moving
+            CAL.elementwise x the activation bytes through HBM; a fixed launch/host latency per
+            layer (CAL.layer_latency_s) and, for dropless MoE, per MoE layer (CAL.moe_sync_s);
+            full recompute adds a forward pass, selective a few percent.
+  comms     TP (sequence-parallel all-gather/reduce-scatter), CP (KV ring exchange) and EP
+            (all-to-all dispatch/combine) moved over NVLink when the group sits inside one
+            NVLink domain, else the network; the part overlap cannot hide is CAL.*_exposed.
+Per step: (micro-batches + (PP-1)/VP bubble) x stage time, plus pipeline send/receive, the
+data-parallel gradient reduce-scatter / parameter all-gather not hidden behind the last
+micro-batch (Megatron-FSDP: per micro-batch gathers hidden behind compute), and the optimizer.
+Every term is a time added to the GEMM time at or below peak, so no estimate exceeds the peak.
+The constants are fitted by benchmarks/fit_constants.py on the published benchmark rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from mbridge_launch.hardware import Hardware
+from mbridge_launch.models import ModelArch
+from mbridge_launch.planner.flops import FlopsPerToken, flops_per_token
+from mbridge_launch.planner.rules import Layout
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted constants (benchmarks/fit_constants.py). Efficiencies are fractions of peak."""
+
+    gemm_eff: dict = field(default_factory=lambda: {"bf16": 0.62, "fp8": 0.50, "fp8mx": 0.47, "nvfp4": 0.30}, hash=False)
+    attn_eff: float = 0.42
+    exp_share: float = 0.35
+    moe_eff: float = 0.6  # grouped-GEMM efficiency of the bf16 peak, large expert batches
+    moe_lowp_gain: float = 1.3  # speed-up of FP8/FP4 grouped GEMMs over bf16 ones
+    moe_half_tokens: float = 1500.0  # tokens per expert per micro-batch at which it halves
+    elementwise: float = 1.0
+    layer_latency_s: float = 1.5e-4
+    moe_sync_s: float = 1.0e-3
+    tp_exposed: float = 0.35
+    cp_exposed: float = 0.35
+    ep_exposed: float = 0.5
+    dp_exposed: float = 0.2
+    link_eff: float = 0.75
+    # sustained speed of a GPU generation relative to its nominal peak (Blackwell = 1)
+    generation: dict = field(default_factory=lambda: {"hopper": 1.0, "blackwell": 1.0, "blackwell_ultra": 1.0}, hash=False)
+
+
+CAL = Calibration()
+
+# Precision -> key of Calibration.gemm_eff
+_EFF_KEY = {"bf16": "bf16", "fp8cs": "fp8", "fp8ds": "fp8", "fp8sc": "fp8", "fp8mx": "fp8mx", "nvfp4": "nvfp4"}
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    step_time_s: float
+    tokens_per_sec_per_gpu: float
+    model_tflops_per_gpu: float
+    mfu: float
+    flops_per_token: float
+    breakdown: dict = field(hash=False, default_factory=dict)
+
+
+@lru_cache(maxsize=256)
+def _flops(arch: ModelArch, seq: int, tp: int, mtp: int | None, goal: str) -> FlopsPerToken:
+    return flops_per_token(arch, seq, tp=tp, mtp_layers=mtp, goal=goal)
+
+
+@lru_cache(maxsize=256)
+def _elementwise_bytes(arch: ModelArch, gemm_bytes: float) -> tuple[float, float]:
+    """HBM bytes per token of element-wise work, (all layers, of which MoE routing), fwd+bwd."""
+    h = arch.hidden_size
+    ffn = arch.ffn_hidden_size or 0
+    counts = arch.layer_counts()
+    per_attn = 6 * h + 2 * (arch.num_attention_heads * arch.head_dim) if not arch.is_mla else 6 * h + 4 * arch.num_attention_heads * (arch.v_head_dim or 128)
+    per_mlp = 6 * h + 3 * ffn
+    k = arch.moe_router_topk or 0
+    per_moe = 6 * h + 3 * (arch.moe_shared_expert_intermediate_size or 0) + k * (4 * h + 3 * arch.expert_ffn)
+    heads = arch.mamba_num_heads or (2 * h // (arch.mamba_head_dim or 64))
+    per_mamba = 6 * h + 8 * heads * (arch.mamba_head_dim or 64)
+    attn_layers = counts["attention"]
+    total = attn_layers * per_attn + counts["mlp"] * per_mlp + counts["moe"] * per_moe + counts["mamba"] * per_mamba
+    routing = counts["moe"] * k * 4 * h
+    # x2 bytes (bf16) x3 (forward, backward reads and writes)
+    return total * 2.0 * 3.0, routing * 2.0 * 3.0
+
+
+def _a2a_time(nbytes: float, span: int, hw: Hardware, cal: Calibration) -> float:
+    """All-to-all among `span` consecutive GPUs: the part crossing NVLink domains uses the NIC."""
+    if span <= 1:
+        return 0.0
+    share_out = (span - 1) / span
+    if span <= hw.nvlink_domain:
+        return nbytes * share_out / (hw.nvlink_gbps * 1e9 * cal.link_eff)
+    remote = (span - hw.nvlink_domain) / (span - 1)
+    t_local = nbytes * share_out * (1 - remote) / (hw.nvlink_gbps * 1e9 * cal.link_eff)
+    t_remote = nbytes * share_out * remote / (hw.network_gbps * 1e9 * cal.link_eff)
+    return max(t_local, t_remote)
+
+
+def _ring_time(nbytes: float, group: int, stride: int, hw: Hardware, cal: Calibration) -> float:
+    """All-gather or reduce-scatter of `nbytes` (full size) over `group` ranks `stride` GPUs
+    apart, done hierarchically: inside each NVLink domain over NVLink, then across domains with
+    every GPU's own NIC carrying its 1/r share (r = group ranks per domain)."""
+    if group <= 1:
+        return 0.0
+    per_domain = max(1, min(group, hw.nvlink_domain // stride)) if stride <= hw.nvlink_domain else 1
+    domains = group / per_domain
+    t = 0.0
+    if per_domain > 1:
+        t += nbytes * (per_domain - 1) / per_domain / (hw.nvlink_gbps * 1e9 * cal.link_eff)
+    if domains > 1:
+        t += nbytes / per_domain * (domains - 1) / domains / (hw.network_gbps * 1e9 * cal.link_eff)
+    return t
+
+
+def estimate_step(
+    arch: ModelArch,
+    hw: Hardware,
+    layout: Layout,
+    precision: str = "bf16",
+    goal: str = "pretrain",
+    *,
+    mtp_layers: int | None = None,
+    moe_token_drop: bool = False,
+    cal: Calibration = CAL,
+) -> StepEstimate:
+    L = layout
+    tp, pp, cp, vp = L.tp, L.pp, L.cp, L.vp_size
+    world = L.world or tp * pp * cp
+    dp = L.dp
+    m = L.microbatches
+    seq = L.seq_length
+    fl = _flops(arch, seq, tp, mtp_layers, goal)
+    tokens_mb = L.mbs * seq  # tokens of one micro-batch (whole sequence)
+    split = tp * cp  # every GEMM and token is shared by TP x CP GPUs (SP on)
+    speed = min(cal.generation.get(hw.generation, 1.0), 1.0 / max(cal.gemm_eff.values()))
+    peak_bf16 = hw.peak("bf16") * 1e12 * speed
+    peak = hw.peak(precision) * 1e12 * speed
+    gemm_rate = peak * cal.gemm_eff[_EFF_KEY[precision]]
+    attn_rate = peak_bf16 * cal.attn_eff / ((1 - cal.exp_share) + cal.exp_share / hw.attention_exp_speedup)
+    attn_rate = min(attn_rate, hw.peak("bf16") * 1e12)
+    # grouped GEMMs: their efficiency grows with the tokens each local expert receives
+    moe_rate = 1.0
+    if arch.is_moe:
+        per_expert = tokens_mb / split * (arch.moe_router_topk or 1) * L.ep / (arch.num_moe_experts or 1)
+        moe_rate = peak_bf16 * cal.moe_eff * per_expert / (per_expert + cal.moe_half_tokens)
+        moe_rate *= cal.moe_lowp_gain if precision != "bf16" else 1.0
+        moe_rate = min(moe_rate, gemm_rate)
+
+    recompute_factor = {"none": 1.0, "selective": 1.03, "full": 4.0 / 3.0}.get(L.recompute, 1.0)
+    per_tok_gemm = (fl.gemm - fl.logits) * recompute_factor + fl.logits
+    t_gemm = per_tok_gemm * tokens_mb / split / gemm_rate
+    t_attn = fl.attn_core * recompute_factor * tokens_mb / split / attn_rate
+    t_moe = (fl.moe * recompute_factor) * tokens_mb / split / moe_rate
+    t_mamba = fl.mamba * recompute_factor * tokens_mb / split / gemm_rate
+    gemm_bytes = 2.0 if precision == "bf16" else 1.0
+    elem, routing = _elementwise_bytes(arch, gemm_bytes)
+    t_elem = cal.elementwise * elem * tokens_mb / split / (hw.hbm_tbps * 1e12)
+    layers = arch.num_layers + (arch.mtp_num_layers if mtp_layers is None else mtp_layers)
+    moe_layers = arch.layer_counts()["moe"]
+    t_latency = layers * cal.layer_latency_s + (0.0 if moe_token_drop else moe_layers * cal.moe_sync_s)
+    compute_all = t_gemm + t_attn + t_moe + t_mamba + t_elem  # whole model, one micro-batch
+
+    h = arch.hidden_size
+    # TP: 4 sequence-parallel collectives forward, 4 backward per layer (x1.5 with full recompute)
+    n_tp = 8 * (1.5 if L.recompute == "full" else 1.0)
+    tp_bytes = tokens_mb / cp * h * 2.0
+    t_tp = n_tp * layers * _ring_time(tp_bytes, tp, 1, hw, cal) if tp > 1 else 0.0
+    # CP: ring exchange of K and V (cp-1 steps), backward twice as much
+    t_cp = 0.0
+    if cp > 1:
+        kv = 2 * arch.kv_groups * arch.head_dim if not arch.is_mla else arch.num_attention_heads * ((arch.qk_head_dim or 0) + (arch.qk_pos_emb_head_dim or 0) + (arch.v_head_dim or 0))
+        cp_bytes = 3 * (cp - 1) * tokens_mb / cp * kv * 2.0 / tp
+        bw = hw.nvlink_gbps if tp * cp <= hw.nvlink_domain else hw.network_gbps
+        t_cp = arch.layer_counts()["attention"] * cp_bytes / (bw * 1e9 * cal.link_eff)
+    # EP: dispatch + combine, forward and backward, of top-k copies of this GPU's tokens
+    t_ep = 0.0
+    if arch.is_moe and L.ep > 1:
+        k = arch.moe_router_topk or 1
+        ep_bytes = tokens_mb / split * k * h * (1.0 if precision != "bf16" else 2.0) + tokens_mb / split * k * h * 2.0
+        t_ep = 2 * moe_layers * _a2a_time(ep_bytes, L.ep * L.etp_size, hw, cal)
+    # overlap hides communication behind compute, never more than the compute there is
+    comm_exposed = sum(max(e * t, t - compute_all) for e, t in
+                       ((cal.tp_exposed, t_tp), (cal.cp_exposed, t_cp), (cal.ep_exposed, t_ep)))
+    t_mb_all = compute_all + t_latency + comm_exposed  # one micro-batch through the whole model
+
+    # Pipeline: the slowest stage holds ceil(layers / (pp*vp)) layers per chunk
+    if pp > 1:
+        chunks = pp * vp
+        imbalance = (-(-arch.num_layers // chunks)) * chunks / arch.num_layers
+        if L.uneven_pp:
+            imbalance = min(imbalance, 1.0 + 1.0 / max(arch.num_layers // pp, 1) / 2)
+    else:
+        imbalance = 1.0
+    t_stage = t_mb_all / pp * imbalance
+    bubble = (pp - 1) / vp if pp > 1 else 0.0
+    p2p_bytes = tokens_mb / cp * h * 2.0 / tp
+    t_p2p = 0.0
+    if pp > 1:
+        bw = hw.nvlink_gbps if world <= hw.nvlink_domain else hw.network_gbps
+        t_p2p = 2 * vp * p2p_bytes / (bw * 1e9 * cal.link_eff)
+    t_pipe = (m + bubble) * (t_stage + cal.tp_exposed * t_p2p)
+
+    # Data parallel: distributed-optimizer reduce-scatter (fp32 grads) + all-gather (bf16 params)
+    dense_params, expert_params = _local_params(arch, L)
+    t_dp = 0.0
+    edp = L.edp
+    ep_stride = L.ep * L.etp_size
+    if L.fsdp:
+        # Megatron-FSDP: gather params for forward and backward and reduce-scatter grads every
+        # micro-batch (FP8 runs gather FP8 params); prefetching hides it behind compute
+        unit = (1.0 if precision != "bf16" else 2.0) * 2 + 4.0
+        per_mb = _ring_time(dense_params * unit, dp * cp, tp, hw, cal)
+        per_mb += _ring_time(expert_params * unit, edp, ep_stride, hw, cal)
+        t_dp = m * max(per_mb * cal.dp_exposed, per_mb - t_stage)
+    else:
+        full = _ring_time(dense_params * 6.0, dp * cp, tp, hw, cal) + _ring_time(expert_params * 6.0, edp, ep_stride, hw, cal)
+        t_dp = max(full * cal.dp_exposed, full - t_stage)
+    shard = (dense_params / max(dp * cp, 1) + expert_params / max(edp, 1)) if (L.distributed_optimizer or L.fsdp) else dense_params + expert_params
+    t_opt = shard * 30.0 / (hw.hbm_tbps * 1e12 * 0.7)
+
+    step = t_pipe + t_dp + t_opt
+    tokens = L.gbs * seq
+    tps = tokens / step / world
+    model_flops = _flops(arch, seq, tp, mtp_layers, goal).total
+    tflops = tps * model_flops / 1e12
+    breakdown = {
+        "gemm": t_gemm, "attention": t_attn, "moe": t_moe, "mamba": t_mamba, "elementwise": t_elem,
+        "latency": t_latency, "tp_comm": max(cal.tp_exposed * t_tp, t_tp - compute_all),
+        "cp_comm": max(cal.cp_exposed * t_cp, t_cp - compute_all), "ep_comm": max(cal.ep_exposed * t_ep, t_ep - compute_all), "pp_bubble": bubble * t_stage, "pp_comm": (m + bubble) * cal.tp_exposed * t_p2p,
+        "dp_comm": t_dp, "optimizer": t_opt,
+    }
+    return StepEstimate(
+        step_time_s=step, tokens_per_sec_per_gpu=tps, model_tflops_per_gpu=tflops,
+        mfu=tflops / hw.peak(precision), flops_per_token=model_flops, breakdown=breakdown,
+    )
+
+
+def _local_params(arch: ModelArch, layout: Layout) -> tuple[float, float]:
+    """(dense, expert) parameters held by one GPU of an average pipeline stage, before sharding."""
+    dense_total = arch.total_params - arch.expert_total_params
+    expert_total = arch.expert_total_params
+    dense = dense_total / (layout.tp * layout.pp)
+    expert = expert_total / (layout.pp * layout.ep * layout.etp_size)
+    return dense, expert

@@ -1,0 +1,258 @@
+"""Cluster checks: read-only Slurm queries (partition, account, GPUs, time, node states, NVLink
+domains, site features) and, as the final say, `sbatch --test-only` of the rendered script.
+
+`sbatch --test-only` validates a job and estimates its start without creating it; the script goes
+on stdin so nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+
+from mbridge_launch.preflight.context import PreflightContext
+from mbridge_launch.preflight.model import Check
+from mbridge_launch.preflight.slurm import (
+    Node,
+    Partition,
+    SlurmClient,
+    SlurmUnavailable,
+)
+from mbridge_launch.slurm_time import format_seconds, parse_seconds
+
+# Systems whose NVLink domain spans nodes: gpu type -> (GPUs per node, GPUs per NVLink domain),
+# used when the hardware catalog is not available (facts section 4).
+_NVL_SYSTEMS = {"gb200": (4, 72), "gb300": (4, 72)}
+_SEGMENT_MIN_VERSION = (24, 11)
+
+
+def run_cluster_checks(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
+    try:
+        partitions = client.partitions()
+        nodes = client.nodes()
+    except SlurmUnavailable as exc:
+        return [Check("cluster.unreachable", "warning", {"reason": str(exc)})]
+
+    checks: list[Check] = []
+    part = _resolve_partition(ctx, partitions, checks)
+    if part is None:
+        return checks
+    checks += _partition_state(part)
+    checks += _account(ctx, client, part)
+    checks += _time_limit(ctx, part)
+    checks += _max_nodes(ctx, part)
+    checks += _gpus(ctx, part, nodes)
+    checks += _nvlink_domain(ctx, client, nodes, part)
+    checks += _site_features(ctx, client)
+    if any(c.severity == "error" for c in checks):
+        checks.append(Check("cluster.test_only_skipped", "info", {}))
+    else:
+        checks += _test_only(ctx, client)
+    return checks
+
+
+# ---------------------------------------------------------------------- partition and account
+def _resolve_partition(ctx: PreflightContext, partitions: dict[str, Partition], checks: list[Check]) -> Partition | None:
+    name = ctx.plan.cluster.partition
+    valid = ", ".join(sorted(partitions)) or "-"
+    if name is None:
+        default = next((p for p in partitions.values() if p.default), None)
+        if default is None:
+            checks.append(Check("cluster.partition_unset", "error", {"valid": valid}))
+            return None
+        checks.append(Check("cluster.partition_default", "info", {"partition": default.name}, subject=default.name))
+        return default
+    part = partitions.get(name)
+    if part is None:
+        checks.append(Check("cluster.partition_missing", "error", {"partition": name, "valid": valid}, subject=name))
+    return part
+
+
+def _partition_state(part: Partition) -> list[Check]:
+    if part.state != "up":
+        return [Check("cluster.partition_down", "error", {"partition": part.name, "state": part.state.upper()}, subject=part.name)]
+    return []
+
+
+def _account(ctx: PreflightContext, client: SlurmClient, part: Partition) -> list[Check]:
+    account = ctx.plan.cluster.account
+    if not account:
+        return []
+    wanted = account.lower()
+    params = {"account": account, "partition": part.name}
+    if wanted in part.deny_accounts:
+        return [Check("cluster.account_denied", "error", {**params, "allowed": "not " + ", ".join(part.deny_accounts)}, subject=account)]
+    if part.allow_accounts != ("all",) and wanted not in part.allow_accounts:
+        return [Check("cluster.account_denied", "error", {**params, "allowed": ", ".join(part.allow_accounts)}, subject=account)]
+    user = ctx.env.get("USER") or ctx.env.get("LOGNAME") or getpass.getuser()
+    accounts = client.user_accounts(user)
+    if accounts is not None and wanted not in accounts:
+        try:
+            enforce = client.config().get("AccountingStorageEnforce", "")
+        except SlurmUnavailable:
+            enforce = ""
+        severity = "error" if "associations" in enforce.lower() else "warning"
+        return [Check("cluster.account_no_association", severity, {**params, "user": user, "accounts": ", ".join(sorted(accounts))}, subject=account)]
+    return []
+
+
+def _time_limit(ctx: PreflightContext, part: Partition) -> list[Check]:
+    try:
+        wanted = parse_seconds(ctx.plan.cluster.time)
+        limit = parse_seconds(part.max_time)
+    except ValueError:
+        return []  # a malformed Plan time is reported by plan checks (plan.time_invalid)
+    if limit is not None and (wanted is None or wanted > limit):
+        return [Check("cluster.time_over_max", "error", {"time": ctx.plan.cluster.time, "max_time": format_seconds(limit), "partition": part.name}, subject=part.name)]
+    return []
+
+
+def _max_nodes(ctx: PreflightContext, part: Partition) -> list[Check]:
+    if part.max_nodes.isdigit() and ctx.plan.cluster.nodes > int(part.max_nodes):
+        return [Check("cluster.max_nodes", "error", {"nodes": ctx.plan.cluster.nodes, "max_nodes": part.max_nodes, "partition": part.name}, subject=part.name)]
+    return []
+
+
+# ---------------------------------------------------------------------- GPUs and nodes
+def type_matches(gres_type: str, wanted: str) -> bool:
+    """GRES type names vary by site: `h100`, `h100_80gb`, `nvidia_h100_80gb_hbm3` all are H100."""
+    gres_type, wanted = gres_type.lower(), wanted.lower()
+    return gres_type == wanted or wanted in re.split(r"[_\-.]", gres_type)
+
+
+def gpus_of_type(node: Node, wanted: str) -> int:
+    """GPUs of the wanted type on a node: by GRES type, or untyped GRES on a node whose features
+    name the type."""
+    counts = node.gpus()
+    typed = sum(n for t, n in counts.items() if t and type_matches(t, wanted))
+    if typed:
+        return typed
+    if counts.get("") and any(type_matches(f, wanted) for f in node.features):
+        return counts[""]
+    return 0
+
+
+def _describe_gpus(nodes: list[Node]) -> str:
+    seen: dict[str, int] = {}
+    for node in nodes:
+        for gtype, count in node.gpus().items():
+            label = f"{count}x {gtype or 'untyped'}"
+            seen[label] = seen.get(label, 0) + 1
+    return ", ".join(f"{label} ({n} nodes)" for label, n in sorted(seen.items())) or "no GPUs"
+
+
+def _gpus(ctx: PreflightContext, part: Partition, nodes: dict[str, Node]) -> list[Check]:
+    cluster = ctx.plan.cluster
+    members = [n for n in nodes.values() if part.name in n.partitions]
+    params = {"partition": part.name, "gpu_type": cluster.gpu_type, "gpus_per_node": cluster.gpus_per_node, "nodes": cluster.nodes}
+    typed = [(n, gpus_of_type(n, cluster.gpu_type)) for n in members]
+    with_type = [(n, c) for n, c in typed if c > 0]
+    if not with_type:
+        return [Check("cluster.gpu_type_missing", "error", {**params, "found": _describe_gpus(members)}, subject=part.name)]
+    fitting = [n for n, c in with_type if c >= cluster.gpus_per_node]
+    if not fitting:
+        most = max(c for _, c in with_type)
+        return [Check("cluster.gpus_per_node_short", "error", {**params, "found": most}, subject=part.name)]
+    checks: list[Check] = []
+    if len(fitting) < cluster.nodes:
+        return [Check("cluster.not_enough_nodes", "error", {**params, "found": len(fitting)}, subject=part.name)]
+    available = [n for n in fitting if n.available]
+    if len(available) < cluster.nodes:
+        down = ", ".join(f"{n.name} ({n.state_text}{': ' + n.reason if n.reason else ''})" for n in fitting if not n.available)
+        checks.append(Check("cluster.nodes_unavailable", "warning", {**params, "available": len(available), "down": down}, subject=part.name))
+    most = max(c for _, c in with_type)
+    if cluster.exclusive and most > cluster.gpus_per_node:
+        checks.append(Check("cluster.gpus_unused", "warning", {**params, "found": most}, subject=part.name))
+    checks.append(Check("cluster.gpus_ok", "info", {**params, "found": len(fitting), "available": len(available)}, subject=part.name))
+    return checks
+
+
+# ---------------------------------------------------------------------- NVLink domains and site features
+def _nvl_shape(ctx: PreflightContext, part_nodes: list[Node]) -> tuple[int, int] | None:
+    """(GPUs per node, GPUs per NVLink domain) when the domain spans several nodes."""
+    hw = ctx.hardware()
+    if hw.ok:
+        per_node = getattr(hw.value, "gpus_per_node", None)
+        domain = getattr(hw.value, "nvlink_domain", None) or getattr(hw.value, "nvlink_domain_gpus", None)
+        if isinstance(per_node, int) and isinstance(domain, int):
+            return (per_node, domain) if domain > per_node else None
+    shape = _NVL_SYSTEMS.get(ctx.plan.cluster.gpu_type.lower())
+    if shape is None and any("nvl72" in n.features for n in part_nodes):
+        shape = (ctx.plan.cluster.gpus_per_node, 72)
+    return shape
+
+
+def expected_segment(nodes: int, domain_nodes: int) -> int:
+    """NVIDIA's benchmark launcher: the node count up to a domain, else its largest divisor that
+    fits in one domain (facts section 4; the same rule the sbatch executor renders)."""
+    from mbridge_launch.perf_env import nvl72_segment
+
+    return nvl72_segment(nodes, domain_nodes)
+
+
+def _segment_support(client: SlurmClient) -> tuple[bool, str, str]:
+    try:
+        version = client.version()
+        topology = client.config().get("TopologyPlugin", "?")
+    except SlurmUnavailable as exc:
+        return False, "?", str(exc)
+    version_text = ".".join(map(str, version)) if version else "?"
+    ok = version is not None and version >= _SEGMENT_MIN_VERSION and topology.strip() == "topology/block"
+    return ok, version_text, topology
+
+
+def _nvlink_domain(ctx: PreflightContext, client: SlurmClient, nodes: dict[str, Node], part: Partition) -> list[Check]:
+    cluster = ctx.plan.cluster
+    shape = _nvl_shape(ctx, [n for n in nodes.values() if part.name in n.partitions])
+    if shape is None or cluster.nodes <= 1:
+        return []
+    per_node, domain = shape
+    domain_nodes = max(1, domain // max(1, per_node))
+    want = expected_segment(cluster.nodes, domain_nodes)
+    params = {"nodes": cluster.nodes, "segment": cluster.segment, "domain_nodes": domain_nodes, "domain": domain, "expected": want}
+    if cluster.segment is None:
+        supported, _, _ = _segment_support(client)
+        return [Check("cluster.nvl72_no_segment", "warning" if supported else "info", params)]
+    checks: list[Check] = []
+    if cluster.segment > domain_nodes:
+        checks.append(Check("cluster.segment_too_big", "error", params))
+    elif cluster.nodes % cluster.segment:
+        checks.append(Check("cluster.segment_not_divisor", "error", params))
+    elif cluster.segment != want:
+        checks.append(Check("cluster.segment_unusual", "warning", params))
+    return checks
+
+
+def _site_features(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
+    cluster = ctx.plan.cluster
+    checks: list[Check] = []
+    if cluster.segment is not None or cluster.profile.segment:
+        supported, version, topology = _segment_support(client)
+        if not supported:
+            checks.append(Check("cluster.segment_unsupported", "error", {"version": version, "topology": topology}))
+    if cluster.container_image or cluster.profile.pyxis:
+        try:
+            pyxis = client.has_pyxis()
+        except SlurmUnavailable:
+            pyxis = False
+        if not pyxis:
+            checks.append(Check("cluster.pyxis_missing", "error", {"image": cluster.container_image or "-"}))
+    return checks
+
+
+# ---------------------------------------------------------------------- sbatch --test-only
+def _test_only(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
+    rendered = ctx.rendered_script()
+    if not rendered.ok:
+        return [Check("cluster.test_only_no_script", "info", {"reason": rendered.reason})]
+    try:
+        result = client.run(["sbatch", "--test-only"], stdin=rendered.value)
+    except SlurmUnavailable as exc:
+        return [Check("cluster.test_only_failed", "error", {"reason": str(exc)})]
+    output = "\n".join(x for x in (result.stderr.strip(), result.stdout.strip()) if x)
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    verdict = next((line for line in lines if "to start at" in line), None)
+    if result.returncode == 0 and verdict is not None:
+        return [Check("cluster.test_only_ok", "info", {"result": verdict.removeprefix("sbatch: ")})]
+    reason = lines[-1].removeprefix("sbatch: ") if lines else f"sbatch exited {result.returncode}"
+    return [Check("cluster.test_only_failed", "error", {"reason": reason})]

@@ -1,0 +1,124 @@
+"""Shared state of one preflight run: the Plan, the submitting environment, and lookups that
+several check groups need (architecture, hardware, catalog recipe, rendered script), each done
+at most once per run. A lookup whose module is not available records why, so that the checks
+depending on it can say they were skipped instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from mbridge_launch.plan import Plan
+
+_MISSING = object()
+
+
+@dataclass
+class Lookup:
+    """The result of an optional lookup: a value, or the reason there is none."""
+
+    value: Any = None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ModuleNotFoundError):
+        return f"module {exc.name} is not available"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@dataclass
+class PreflightContext:
+    plan: Plan
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    plan_text: str | None = None  # the Plan file as written, when read from a file
+    plan_path: Path | None = None
+    cache_dir: Path | None = None
+    progress_stream: Any = None  # where a progress bar may draw (a TTY), or None
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    def lookup(self, name: str, build: Callable[[], Any]) -> Lookup:
+        """Run `build` once per run; an exception (module missing, unknown name) becomes a reason."""
+        cached = self._cache.get(name, _MISSING)
+        if cached is _MISSING:
+            try:
+                value = build()
+                cached = Lookup(value=value, reason="" if value is not None else "not found")
+            except Exception as exc:  # noqa: BLE001 - any failure means "skipped, here is why"
+                cached = Lookup(reason=_reason(exc))
+            self._cache[name] = cached
+        return cached
+
+    # ------------------------------------------------------------------ shared lookups
+    def arch(self) -> Lookup:
+        def build() -> Any:
+            from mbridge_launch.models import load_arch
+
+            return load_arch(self.plan.recipe.model)
+
+        return self.lookup("arch", build)
+
+    def hardware(self) -> Lookup:
+        def build() -> Any:
+            from mbridge_launch.hardware import get_hardware
+
+            return get_hardware(self.plan.cluster.gpu_type)
+
+        return self.lookup("hardware", build)
+
+    def recipe(self) -> Lookup:
+        def build() -> Any:
+            from mbridge_launch.catalog import load_catalog
+
+            catalog = _load_catalog(load_catalog, self.plan.catalog.version)
+            return catalog.get(self.plan.recipe.name)
+
+        return self.lookup("recipe", build)
+
+    def rendered_script(self) -> Lookup:
+        """The sbatch script the executor would submit (rendering has no side effects)."""
+
+        def build() -> Any:
+            from mbridge_launch.executors import get_executor
+
+            return get_executor("sbatch").render(self.plan).text
+
+        return self.lookup("rendered_script", build)
+
+    def plan_yaml(self) -> str:
+        """The Plan as text, for scanning for secret values: the file as written if we have it
+        (comments included), plus its canonical form."""
+        canonical = self.plan.to_yaml()
+        return canonical if self.plan_text is None else self.plan_text + "\n" + canonical
+
+    def job_env(self, name: str) -> str | None:
+        """A variable as the job will see it: the Plan's own env_vars, else the submitting
+        environment's value when the Plan forwards that name (cluster.env / cluster.secrets)."""
+        if name in self.plan.env_vars:
+            return self.plan.env_vars[name]
+        if name in self.plan.cluster.env or name in self.plan.cluster.secrets:
+            return self.env.get(name)
+        return None
+
+    def resolve_path(self, path: str) -> Path:
+        """Relative paths in a Plan are relative to the job's working directory."""
+        candidate = Path(os.path.expanduser(path))
+        if candidate.is_absolute():
+            return candidate
+        base = self.plan.launch.workdir
+        return (Path(os.path.expanduser(base)) if base else Path.cwd()) / candidate
+
+def _load_catalog(load_catalog: Callable[..., Any], version: str) -> Any:
+    """The catalog of the Plan's Megatron Bridge version, else the default one."""
+    try:
+        return load_catalog(version=version)
+    except TypeError:  # a load_catalog without a version parameter
+        return load_catalog()

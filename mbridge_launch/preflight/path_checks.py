@@ -1,0 +1,247 @@
+"""Paths and storage: container image, mount sources, checkpoint directories (writable, shared
+by all nodes, room for two checkpoints, existing checkpoints mean a resume), caches for
+multi-node fine-tuning with packing, the job's working and log directories.
+
+Preflight never writes here: writability is judged from the nearest existing directory (mode
+bits, read-only and pseudo file systems), not by creating a file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from mbridge_launch.preflight.context import PreflightContext
+from mbridge_launch.preflight.model import Check
+from mbridge_launch.preflight.storage import existing_ancestor, free_bytes, storage_kind, writable
+
+# Pyxis/enroot image references: [USER@][REGISTRY#]IMAGE[:TAG|@DIGEST], and docker style
+# registry/namespace/image:tag. Components follow the OCI distribution grammar.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REGISTRY = r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?"
+_IMAGE_REF = re.compile(
+    rf"^(?:[A-Za-z0-9._$-]+@)?(?:{_REGISTRY}#)?(?:{_REGISTRY}/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
+)
+BYTES_PER_PARAM_WITH_OPTIMIZER = 2 + 12  # bf16 weights + fp32 master weights and two Adam moments
+BYTES_PER_PARAM_WEIGHTS = 2
+CHECKPOINTS_OF_ROOM = 2
+_PACKING_KEY = re.compile(r"(enable_offline_packing|packed_sequence)", re.I)
+_FALSE = ("", "0", "false", "no", "off", "none", "null")
+
+
+def run_path_checks(ctx: PreflightContext) -> list[Check]:
+    checks: list[Check] = []
+    checks += check_container_image(ctx)
+    checks += check_mounts(ctx)
+    checks += check_save_dir(ctx)
+    checks += check_load_paths(ctx)
+    checks += check_caches(ctx)
+    checks += check_launch_dirs(ctx)
+    return checks
+
+
+# ---------------------------------------------------------------------- container
+def is_image_path(image: str) -> bool:
+    return image.startswith(("/", "./", "../", "~")) or image.endswith((".sqsh", ".squashfs", ".sif"))
+
+
+def check_container_image(ctx: PreflightContext) -> list[Check]:
+    image = ctx.plan.cluster.container_image
+    if not image:
+        return []
+    if is_image_path(image):
+        path = ctx.resolve_path(image)
+        if not path.exists():
+            return [Check("path.image_missing", "error", {"path": str(path)}, subject=str(path))]
+        if not path.is_file():
+            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": "not a regular file"}, subject=str(path))]
+        if not os.access(path, os.R_OK):
+            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": "permission denied"}, subject=str(path))]
+        if path.stat().st_size == 0:
+            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": "empty file"}, subject=str(path))]
+        if ctx.plan.cluster.nodes > 1:
+            kind, why = storage_kind(path, dict(ctx.env))
+            if kind == "node_local":
+                return [Check("path.image_node_local", "error", {"path": str(path), "why": why}, subject=str(path))]
+        return []
+    if not _IMAGE_REF.match(image):
+        return [Check("path.image_ref_invalid", "error", {"image": image}, subject=image)]
+    return []
+
+
+def check_mounts(ctx: PreflightContext) -> list[Check]:
+    checks: list[Check] = []
+    for mount in ctx.plan.cluster.container_mounts:
+        source = Path(os.path.expanduser(mount.source))
+        if not source.is_absolute():
+            checks.append(Check("path.mount_relative", "error", {"source": mount.source, "target": mount.target}, subject=mount.source))
+        elif not source.exists():
+            checks.append(Check("path.mount_missing", "error", {"source": mount.source, "target": mount.target}, subject=mount.source))
+        if not mount.target.startswith("/"):
+            checks.append(Check("path.mount_target_relative", "error", {"source": mount.source, "target": mount.target}, subject=mount.target))
+    return checks
+
+
+# ---------------------------------------------------------------------- checkpoints
+def _override(ctx: PreflightContext, key: str) -> str | None:
+    value = None
+    for override in ctx.plan.overrides:
+        if override.key.lstrip("+") == key:
+            value = override.value
+    return value
+
+
+def _storage_check(ctx: PreflightContext, code_prefix: str, path: Path, what: str) -> list[Check]:
+    """node-local storage: an error for multi-node jobs (each node would see its own copy), a
+    warning for one node (a requeue may land on another node); an unknown local file system
+    only warns for multi-node jobs."""
+    kind, why = storage_kind(path, dict(ctx.env))
+    params = {"path": str(path), "why": why, "what": what, "nodes": ctx.plan.cluster.nodes}
+    multi = ctx.plan.cluster.nodes > 1
+    if kind == "node_local":
+        return [Check(f"{code_prefix}_node_local", "error" if multi else "warning", params, subject=str(path))]
+    if kind in ("local_fs", "unknown") and multi:
+        return [Check(f"{code_prefix}_maybe_local", "warning", params, subject=str(path))]
+    return []
+
+
+def checkpoint_bytes(ctx: PreflightContext) -> int | None:
+    """Size of one checkpoint: parameters x (weights + optimizer state) for full training;
+    PEFT checkpoints hold only the adapters, too small to matter."""
+    if ctx.plan.mode in ("lora", "dora"):
+        return 0
+    arch = ctx.arch()
+    if not arch.ok:
+        return None
+    try:
+        params = int(arch.value.total_params)
+    except Exception:  # noqa: BLE001 - an incomplete architecture has no parameter count
+        return None
+    save_optim = (_override(ctx, "checkpoint.save_optim") or "true").strip().lower() not in _FALSE
+    return params * (BYTES_PER_PARAM_WITH_OPTIMIZER if save_optim else BYTES_PER_PARAM_WEIGHTS)
+
+
+def check_save_dir(ctx: PreflightContext) -> list[Check]:
+    save_text = ctx.plan.checkpoint.save or _override(ctx, "checkpoint.save")
+    if not save_text:
+        return [Check("path.save_unset", "warning", {})]
+    save = ctx.resolve_path(save_text)
+    ok, why = writable(save)
+    if not ok:
+        return [Check("path.save_unwritable", "error", {"path": str(save), "reason": why}, subject=str(save))]
+    checks = _storage_check(ctx, "path.save", save, "checkpoint.save")
+    checks += _free_space(ctx, save)
+    checks += _resume(ctx, save)
+    return checks
+
+
+def _free_space(ctx: PreflightContext, save: Path) -> list[Check]:
+    size = checkpoint_bytes(ctx)
+    free = free_bytes(save)
+    if size is None or free is None:
+        return [Check("path.save_space_unknown", "info", {"path": str(save)}, subject=str(save))]
+    need = size * CHECKPOINTS_OF_ROOM
+    params = {"path": str(save), "free_gb": f"{free / 1e9:.1f}", "need_gb": f"{need / 1e9:.1f}", "ckpt_gb": f"{size / 1e9:.1f}", "count": CHECKPOINTS_OF_ROOM}
+    if free < need:
+        return [Check("path.save_space", "error", params, subject=str(save))]
+    return [Check("path.save_space_ok", "info", params, subject=str(save))]
+
+
+def _resume(ctx: PreflightContext, save: Path) -> list[Check]:
+    if not save.is_dir():
+        return []
+    step = _override(ctx, "checkpoint.ckpt_step")
+    load = ctx.plan.checkpoint.load
+    try:
+        from mbridge_launch.checkpoints import iter_dirs, resolve_resume
+
+        resolution = resolve_resume(save, load=ctx.resolve_path(load) if load else None, ckpt_step=int(step) if step and step.isdigit() else None)
+        has_iters = bool(iter_dirs(save))
+    except ModuleNotFoundError:
+        return _resume_fallback(save)
+    if resolution.source == "none" and not has_iters:
+        return []
+    params = {"path": str(save), "iteration": resolution.iteration if resolution.iteration is not None else "?", "source": resolution.source, "reason": resolution.reason}
+    if not resolution.loadable:
+        return [Check("path.resume_broken", "error", params, subject=str(save))]
+    return [Check("path.resume", "info", params, subject=str(save))]
+
+
+def _resume_fallback(save: Path) -> list[Check]:
+    tracker = save / "latest_checkpointed_iteration.txt"
+    if (save / "latest_train_state.pt").exists() or tracker.exists():
+        iteration = tracker.read_text().strip() if tracker.exists() else "?"
+        return [Check("path.resume", "info", {"path": str(save), "iteration": iteration, "source": "tracker", "reason": ""}, subject=str(save))]
+    return []
+
+
+def check_load_paths(ctx: PreflightContext) -> list[Check]:
+    checks: list[Check] = []
+    pretrained = ctx.plan.checkpoint.pretrained_checkpoint or _override(ctx, "checkpoint.pretrained_checkpoint")
+    if pretrained:
+        path = ctx.resolve_path(pretrained)
+        if not path.exists():
+            checks.append(Check("path.pretrained_missing", "error", {"path": str(path)}, subject=str(path)))
+        else:
+            checks += _storage_check(ctx, "path.pretrained", path, "checkpoint.pretrained_checkpoint")
+    elif ctx.plan.mode in ("sft", "lora", "dora"):
+        checks.append(Check("path.pretrained_unset", "warning", {"mode": ctx.plan.mode}))
+    load = ctx.plan.checkpoint.load
+    if load and not ctx.resolve_path(load).exists():
+        checks.append(Check("path.load_missing", "warning", {"path": str(ctx.resolve_path(load))}, subject=load))
+    return checks
+
+
+# ---------------------------------------------------------------------- caches (NEMO_HOME, HF_HOME)
+def uses_packing(ctx: PreflightContext) -> bool:
+    for key, value in ctx.plan.dataset.fields.items():
+        if _PACKING_KEY.search(key) and value.strip().lower() not in _FALSE:
+            return True
+    for override in ctx.plan.overrides:
+        if _PACKING_KEY.search(override.key) and override.value.strip().lower() not in _FALSE and not override.key.startswith("~"):
+            return True
+    return False
+
+
+def check_caches(ctx: PreflightContext) -> list[Check]:
+    plan = ctx.plan
+    if plan.cluster.nodes <= 1 or plan.mode not in ("sft", "lora", "dora") or not uses_packing(ctx):
+        return []
+    checks: list[Check] = []
+    home = os.path.expanduser("~")
+    defaults = {"NEMO_HOME": os.path.join(home, ".cache", "nemo"), "HF_HOME": os.path.join(home, ".cache", "huggingface")}
+    for name in ("NEMO_HOME", "HF_HOME", "NEMO_DATASETS_CACHE", "HF_DATASETS_CACHE"):
+        value = ctx.job_env(name)
+        if value is None and name not in defaults:
+            continue
+        if value is None:
+            checks.append(Check("path.cache_unset", "warning", {"name": name, "default": defaults[name]}, subject=name))
+            value = defaults[name]
+        path = Path(os.path.expanduser(value))
+        kind, why = storage_kind(path, dict(ctx.env))
+        if kind == "node_local":
+            checks.append(Check("path.cache_node_local", "error", {"name": name, "path": str(path), "why": why}, subject=name))
+        elif kind in ("local_fs", "unknown"):
+            checks.append(Check("path.cache_maybe_local", "warning", {"name": name, "path": str(path), "why": why}, subject=name))
+    return checks
+
+
+# ---------------------------------------------------------------------- working and log directories
+def check_launch_dirs(ctx: PreflightContext) -> list[Check]:
+    checks: list[Check] = []
+    workdir = ctx.plan.launch.workdir
+    if workdir:
+        path = Path(os.path.expanduser(workdir))
+        if not path.is_dir():
+            checks.append(Check("path.workdir_missing", "error", {"path": str(path)}, subject=str(path)))
+    log_dir = ctx.plan.launch.log_dir
+    if log_dir:
+        path = ctx.resolve_path(log_dir)
+        ok, why = writable(path)
+        if not ok:
+            checks.append(Check("path.log_dir_unwritable", "error", {"path": str(path), "reason": why}, subject=str(path)))
+        elif existing_ancestor(path) != path:
+            checks.append(Check("path.log_dir_created", "info", {"path": str(path)}, subject=str(path)))
+    return checks

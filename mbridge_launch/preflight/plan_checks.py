@@ -1,0 +1,280 @@
+"""Plan checks: the planner's parallelism rules on the Plan's layout, memory per GPU against HBM,
+the catalog's findings on the recipe, recipe kind vs data, dataset selector vs mode, the layout
+vs the cluster section, and change control (which overrides change the convergence contract).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mbridge_launch.preflight.context import PreflightContext
+from mbridge_launch.preflight.model import Check
+
+# Dataset selectors and the modes they serve (facts section 3), used when the catalog's dataset
+# table (mbridge_launch.datasets) is not available.
+_FINETUNE = ("sft", "lora", "dora")
+SELECTOR_MODES = {
+    "mock": ("pretrain",),
+    "megatron-indexed": ("pretrain",),
+    "energon": ("pretrain", *_FINETUNE),
+    "local-jsonl": _FINETUNE, "local-vlm": _FINETUNE,
+    "squad": _FINETUNE, "tulu3": _FINETUNE, "openmathinstruct2": _FINETUNE,
+    "openmathinstruct2-thinking": _FINETUNE, "gsm8k": _FINETUNE,
+    "cord-v2": _FINETUNE, "medpix": _FINETUNE, "raven": _FINETUNE, "rdr": _FINETUNE, "llava-video-178k": _FINETUNE,
+}
+_TRUE = ("1", "true", "yes", "on")
+
+
+def run_plan_checks(ctx: PreflightContext) -> list[Check]:
+    checks: list[Check] = []
+    checks += check_recorded_warnings(ctx)
+    checks += check_time(ctx)
+    checks += check_grid_vs_cluster(ctx)
+    checks += check_rules(ctx)
+    checks += check_memory(ctx)
+    checks += check_catalog(ctx)
+    checks += check_recipe_and_data(ctx)
+    checks += check_change_control(ctx)
+    checks += check_container_profile(ctx)
+    return checks
+
+
+def _override(ctx: PreflightContext, key: str) -> str | None:
+    value = None
+    for override in ctx.plan.overrides:
+        if override.key.lstrip("+") == key:
+            value = override.value
+    return value
+
+
+def check_recorded_warnings(ctx: PreflightContext) -> list[Check]:
+    """Warnings the recommender wrote into the Plan are shown again where they matter most."""
+    return [
+        Check(f"plan.recorded.{w.code}", w.severity, subject=w.code, key="preflight.plan.recorded", params={"message": w.message})
+        for w in ctx.plan.warnings
+    ]
+
+
+def check_time(ctx: PreflightContext) -> list[Check]:
+    from mbridge_launch.slurm_time import parse_seconds
+
+    try:
+        seconds = parse_seconds(ctx.plan.cluster.time)
+    except ValueError:
+        return [Check("plan.time_invalid", "error", {"time": ctx.plan.cluster.time})]
+    if seconds is not None and seconds <= 0:
+        return [Check("plan.time_invalid", "error", {"time": ctx.plan.cluster.time})]
+    return []
+
+
+# ---------------------------------------------------------------------- layout
+def check_grid_vs_cluster(ctx: PreflightContext) -> list[Check]:
+    """The layout must use exactly the GPUs the cluster section asks for."""
+    p, c = ctx.plan.parallelism, ctx.plan.cluster
+    checks: list[Check] = []
+    world = p.tp * p.pp * p.cp * p.dp
+    if world != c.total_gpus:
+        checks.append(Check("plan.world_mismatch", "error", {
+            "tp": p.tp, "pp": p.pp, "cp": p.cp, "dp": p.dp, "world": world,
+            "nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "total": c.total_gpus,
+        }))
+    hw = ctx.hardware()
+    if not hw.ok:
+        checks.append(Check("plan.gpu_type_unknown", "warning", {"gpu_type": c.gpu_type, "reason": hw.reason}))
+    elif c.gpus_per_node > hw.value.gpus_per_node:
+        checks.append(Check("plan.gpus_per_node_exceeds", "error", {"gpus_per_node": c.gpus_per_node, "gpu": hw.value.label, "max": hw.value.gpus_per_node}))
+    return checks
+
+
+def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
+    """The planner's Layout for the Plan, with the feature flags the overrides set."""
+    p, c = ctx.plan.parallelism, ctx.plan.cluster
+    from mbridge_launch.preflight.path_checks import uses_packing
+
+    first = _override(ctx, "model.num_layers_in_first_pipeline_stage")
+    last = _override(ctx, "model.num_layers_in_last_pipeline_stage")
+    offload = (_override(ctx, "model.cpu_offloading") or "").lower() in _TRUE
+    values = {
+        "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "sp": p.sp,
+        "mbs": p.mbs, "gbs": p.gbs, "seq_length": p.seq_length, "world": c.total_gpus,
+        "fsdp": p.fsdp, "recompute": p.recompute, "cp_comm_type": _override(ctx, "model.cp_comm_type"),
+        "packing": uses_packing(ctx), "cpu_offload": offload, "gpus_per_node": c.gpus_per_node,
+        "distributed_optimizer": p.distributed_optimizer,
+        "uneven_pp": first is not None or last is not None,
+        "first_stage_layers": int(first) if first and first.isdigit() else None,
+        "last_stage_layers": int(last) if last and last.isdigit() else None,
+    }
+    fields = getattr(layout_cls, "__dataclass_fields__", None)
+    if fields is not None:
+        values = {k: v for k, v in values.items() if k in fields}
+    return layout_cls(**values)
+
+
+def check_rules(ctx: PreflightContext) -> list[Check]:
+    try:
+        from mbridge_launch.planner.rules import Layout, check_layout
+    except ImportError as exc:
+        return [Check("plan.rules_skipped", "info", {"reason": f"module {getattr(exc, 'name', '') or 'planner.rules'} is not available"})]
+    arch, hw = ctx.arch(), ctx.hardware()
+    checks: list[Check] = []
+    if not arch.ok:
+        checks.append(Check("plan.arch_unknown", "warning", {"model": ctx.plan.recipe.model, "reason": arch.reason}))
+    layout = layout_from_plan(ctx, Layout)
+    for violation in check_layout(layout, arch.value, hw.value):
+        code = "plan.rule." + violation.code.lower().removeprefix("rule_")
+        severity = violation.severity if violation.severity in ("error", "warning", "info") else "error"
+        checks.append(Check(code, severity, dict(violation.params), subject=violation.field, key=violation.key, hint_key="preflight.plan.rule.hint"))
+    return checks
+
+
+# ---------------------------------------------------------------------- memory
+def check_memory(ctx: PreflightContext) -> list[Check]:
+    """Memory per GPU by the planner's memory model against HBM with its headroom; where the
+    model is not available, the Plan's own recorded estimate."""
+    fit = _memory_fit(ctx)
+    if fit is None:
+        return [Check("plan.memory_skipped", "info", {"reason": ctx.lookup("memory", lambda: None).reason or "no memory model and no estimate in the plan"})]
+    total, usable, hbm, source = fit
+    params = {"total": f"{total:.1f}", "usable": f"{usable:.1f}", "hbm": f"{hbm:.0f}", "gpu": ctx.plan.cluster.gpu_type, "source": source}
+    if total > usable:
+        return [Check("plan.memory_oom", "error", params)]
+    return [Check("plan.memory_ok", "info", params)]
+
+
+def _memory_fit(ctx: PreflightContext) -> tuple[float, float, float, str] | None:
+    """(estimated GB per GPU, usable GB, HBM GB, where the estimate came from)."""
+    lookup = ctx.lookup("memory", lambda: _memory_model_fit(ctx))
+    if lookup.ok:
+        return lookup.value
+    est = ctx.plan.estimates
+    hw = ctx.hardware()
+    hbm = est.hbm_gb or (hw.value.hbm_gb if hw.ok else None)
+    if est.memory_gb_per_gpu is None or hbm is None:
+        return None
+    return est.memory_gb_per_gpu, float(hbm) * (1 - HEADROOM_FALLBACK), float(hbm), "plan.estimates"
+
+
+HEADROOM_FALLBACK = 0.10  # used only when the planner's memory model (and its headroom) is absent
+
+
+def _memory_model_fit(ctx: PreflightContext) -> tuple[float, float, float, str] | None:
+    from mbridge_launch.planner import memory
+    from mbridge_launch.planner.rules import Layout
+
+    arch, hw = ctx.arch(), ctx.hardware()
+    if not arch.ok or not hw.ok:
+        raise LookupError(arch.reason if not arch.ok else hw.reason)
+    layout = layout_from_plan(ctx, Layout)
+    hbm = float(hw.value.hbm_gb)
+    estimate = memory.estimate_memory(arch.value, layout, hbm, precision=plan_precision(ctx), goal=ctx.plan.mode)
+    headroom = float(getattr(memory, "HEADROOM", 1 - HEADROOM_FALLBACK))
+    return float(estimate.total), hbm * headroom, hbm, "planner.memory"
+
+
+_PRECISION = re.compile(r"_(bf16|fp8cs|fp8mx|fp8ds|fp8sc|nvfp4)(?:_|$)")
+
+
+def plan_precision(ctx: PreflightContext) -> str:
+    """The training precision: the recipe name's precision token (recipes are named
+    <model>_<task>_<N>gpu_<hw>_<precision>[_variant]_config), else bf16."""
+    match = _PRECISION.search(ctx.plan.recipe.name)
+    return match.group(1) if match else "bf16"
+
+
+# ---------------------------------------------------------------------- catalog and recipe
+def check_catalog(ctx: PreflightContext) -> list[Check]:
+    recipe = ctx.recipe()
+    name = ctx.plan.recipe.name
+    if not recipe.ok:
+        if recipe.reason == "not found":
+            return [Check("plan.recipe_unknown", "warning", {"recipe": name, "version": ctx.plan.catalog.version}, subject=name)]
+        return [Check("plan.catalog_skipped", "info", {"reason": recipe.reason})]
+    checks: list[Check] = []
+    kind = getattr(recipe.value, "kind", None)
+    if kind and kind != ctx.plan.recipe.kind:
+        checks.append(Check("plan.recipe_kind_mismatch", "error", {"recipe": name, "plan_kind": ctx.plan.recipe.kind, "catalog_kind": kind}, subject=name))
+    recipe_mode = getattr(recipe.value, "mode", None)
+    plan_task = "peft" if ctx.plan.mode in ("lora", "dora") else ctx.plan.mode
+    if recipe_mode and recipe_mode != plan_task:
+        checks.append(Check("plan.recipe_mode_mismatch", "error", {"recipe": name, "recipe_mode": recipe_mode, "mode": ctx.plan.mode}, subject=name))
+    for finding in getattr(recipe.value, "findings", None) or ():
+        code, message, severity = _finding_fields(finding)
+        checks.append(Check("plan.recipe_finding", severity, {"recipe": name, "code": code, "finding": message}, subject=name))
+    return checks
+
+
+def _finding_fields(finding: Any) -> tuple[str, str, str]:
+    """(code, text in the current language, severity) of a catalog finding."""
+    if isinstance(finding, str):
+        return "finding", finding, "warning"
+    get = finding.get if isinstance(finding, dict) else (lambda k, d=None: getattr(finding, k, d))
+    code = str(get("code", "finding"))
+    text = finding.text() if callable(getattr(finding, "text", None)) else (get("message", None) or str(finding))
+    severity = str(get("severity", "warning"))
+    return code, str(text), severity if severity in ("error", "warning", "info") else "warning"
+
+
+def check_recipe_and_data(ctx: PreflightContext) -> list[Check]:
+    plan = ctx.plan
+    selector, mode, kind = plan.dataset.selector, plan.mode, plan.recipe.kind
+    checks: list[Check] = []
+    if kind == "benchmark":
+        if selector != "mock":
+            checks.append(Check("plan.benchmark_real_data", "error", {"recipe": plan.recipe.name, "dataset": selector}))
+        else:
+            checks.append(Check("plan.benchmark_recipe", "warning", {"recipe": plan.recipe.name}))
+    if selector == "mock" and mode in _FINETUNE:
+        checks.append(Check("plan.mock_finetune", "error", {"mode": mode}))
+    elif selector == "mock" and kind == "library":
+        checks.append(Check("plan.mock_pretrain", "info", {}))
+    modes = _selector_modes(ctx, selector)
+    if modes is None:
+        checks.append(Check("plan.selector_unknown", "error", {"dataset": selector, "valid": ", ".join(sorted(SELECTOR_MODES))}))
+    elif mode not in modes and not (selector == "mock" and mode in _FINETUNE):
+        checks.append(Check("plan.selector_mode", "error", {"dataset": selector, "mode": mode, "modes": ", ".join(modes)}))
+    return checks
+
+
+def _selector_modes(ctx: PreflightContext, selector: str) -> tuple[str, ...] | None:
+    def build() -> Any:
+        from mbridge_launch import datasets
+
+        spec = datasets.get_selector(selector) if hasattr(datasets, "get_selector") else None
+        modes = getattr(spec, "modes", None) if spec is not None else None
+        return tuple(modes) if modes else None
+
+    lookup = ctx.lookup(f"selector:{selector}", build)
+    return lookup.value if lookup.ok else SELECTOR_MODES.get(selector)
+
+
+# ---------------------------------------------------------------------- change control
+def check_change_control(ctx: PreflightContext) -> list[Check]:
+    """List the overrides that change the convergence contract; flag benchmark-only shortcuts in
+    real training and overrides whose declared class disagrees with the key."""
+    try:
+        from mbridge_launch.changecontrol import classify
+    except ImportError:
+        classify = None
+    checks: list[Check] = []
+    library = ctx.plan.recipe.kind == "library"
+    for override in ctx.plan.overrides:
+        declared = override.change_class
+        params = {"setting": override.key, "value": override.value, "from": override.from_ if override.from_ is not None else "?", "reason": override.reason or "-", "declared": declared}
+        if classify is not None:
+            actual = classify(override.key).change_class
+            if actual != declared and not (declared == "convergence"):
+                checks.append(Check("plan.override_misclassified", "warning", {**params, "actual": actual}, subject=override.key))
+                declared = actual
+        if declared == "convergence":
+            checks.append(Check("plan.convergence_override", "info", params, subject=override.key))
+        elif declared == "benchmark_only" and library:
+            checks.append(Check("plan.benchmark_override", "warning", params, subject=override.key))
+    return checks
+
+
+def check_container_profile(ctx: PreflightContext) -> list[Check]:
+    c = ctx.plan.cluster
+    if c.container_image and not c.profile.pyxis:
+        return [Check("plan.container_without_pyxis", "warning", {"image": c.container_image})]
+    return []

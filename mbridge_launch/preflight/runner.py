@@ -1,0 +1,100 @@
+"""Run the preflight groups in order and collect one Report.
+
+Python API: `run_preflight(plan, *, cluster=True, on_nodes=False) -> Report`. Groups: plan, data,
+paths, environment (no cluster needed), then cluster (read-only Slurm queries and `sbatch
+--test-only`) unless cluster=False, then the node check (the only submission) if on_nodes.
+A group that crashes becomes an error check naming it: a preflight that cannot look must not
+pass.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from mbridge_launch.plan import Plan
+from mbridge_launch.preflight.context import PreflightContext
+from mbridge_launch.preflight.model import Check, Report
+
+CACHE_ENV = "MBRIDGE_LAUNCH_CACHE_DIR"
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Preflight's own cache (the only place it writes, and only for --on-nodes output)."""
+    env = os.environ if env is None else env
+    if env.get(CACHE_ENV):
+        return Path(env[CACHE_ENV]) / "preflight"
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mbridge-launch" / "preflight"
+
+
+def _guard(group: str, func: Callable[[], list[Check]]) -> list[Check]:
+    try:
+        return func()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - report, never a traceback
+        if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
+            raise
+        return [Check("preflight.group_crashed", "error", {"group": group, "error": f"{type(exc).__name__}: {exc}"}, subject=group)]
+
+
+def run_preflight(
+    plan: Plan,
+    *,
+    cluster: bool = True,
+    on_nodes: bool = False,
+    env: Mapping[str, str] | None = None,
+    plan_text: str | None = None,
+    progress_stream: Any = None,
+    client: Any = None,
+    node_timeout_s: float | None = None,
+) -> Report:
+    """Check `plan` and return the Report (report.ok, report.exit_code, report.to_json()).
+
+    env: the submitting environment (default os.environ; SLURM_CONF and secrets come from it).
+    plan_text: the Plan file as written, scanned for secret values along with the Plan.
+    progress_stream: where a progress bar may draw (only if it is a terminal).
+    client: a SlurmClient (tests pass one to count queries)."""
+    from mbridge_launch.preflight.data_checks import run_data_checks
+    from mbridge_launch.preflight.env_checks import run_env_checks
+    from mbridge_launch.preflight.path_checks import run_path_checks
+    from mbridge_launch.preflight.plan_checks import run_plan_checks
+
+    environment = dict(os.environ if env is None else env)
+    ctx = PreflightContext(plan=plan, env=environment, plan_text=plan_text, cache_dir=cache_dir(environment), progress_stream=progress_stream)
+    report = Report()
+    report.add(_guard("plan", lambda: run_plan_checks(ctx)))
+    report.add(_guard("data", lambda: run_data_checks(ctx)))
+    report.add(_guard("paths", lambda: run_path_checks(ctx)))
+    report.add(_guard("env", lambda: run_env_checks(ctx)))
+    if not cluster and not on_nodes:
+        report.add([Check("cluster.skipped", "info", {})])
+        return report
+    from mbridge_launch.preflight.slurm import SlurmClient
+
+    slurm = client if client is not None else SlurmClient(environment)
+    cluster_errors = False
+    if cluster:
+        from mbridge_launch.preflight.cluster_checks import run_cluster_checks
+
+        cluster_checks = _guard("cluster", lambda: run_cluster_checks(ctx, slurm))
+        cluster_errors = any(c.severity == "error" for c in cluster_checks)
+        report.add(cluster_checks)
+    else:
+        report.add([Check("cluster.skipped", "info", {})])
+    if on_nodes and cluster_errors:
+        # Slurm would refuse or never start the node-check job: do not submit it.
+        report.add([Check("nodes.skipped", "info", {})])
+    elif on_nodes:
+        from mbridge_launch.preflight.node_checks import WAIT_TIMEOUT_S, run_node_checks
+
+        timeout = WAIT_TIMEOUT_S if node_timeout_s is None else node_timeout_s
+        report.add(_guard("nodes", lambda: run_node_checks(ctx, slurm, timeout)))
+    return report
+
+
+def default_progress_stream() -> Any:
+    return sys.stderr if sys.stderr.isatty() else None

@@ -1,0 +1,157 @@
+"""Turn a Recommendation plus the user's cluster flags into a Plan (the contract for later steps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mbridge_launch import slurm_time
+from mbridge_launch.errors import UserError
+from mbridge_launch.perf_env import NVL72, nvl72_segment, perf_env
+from mbridge_launch.plan import (AutoRollback, CatalogRef, CheckpointPaths, Cluster, ClusterProfile, DatasetSpec,
+                                 Estimates, Launch, Mount, Override, Parallelism, Plan, PlanWarning, RecipeRef)
+from mbridge_launch.quoting import is_env_name, is_safe_name
+
+
+@dataclass
+class ClusterFlags:
+    name: str | None = None
+    account: str | None = None
+    partition: str | None = None
+    time: str = "04:00:00"
+    container_image: str | None = None
+    mounts: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)
+    save_dir: str | None = None
+    data_paths: list[str] = field(default_factory=list)
+    segment_support: bool = False
+    entry: list[str] | None = None
+    workdir: str | None = None
+
+
+_SECRET_NAMES = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+
+
+def default_run_name(rec: Any) -> str:
+    goal = rec.request.goal
+    return f"{rec.model}-{goal}-{rec.nodes * rec.gpus_per_node}g".replace("_", "-")
+
+
+def _mounts(items: list[str]) -> list[Mount]:
+    mounts = []
+    for item in items:
+        source, _, target = item.partition(":")
+        if not source:
+            raise UserError("arg.invalid", flag="--mount", reason=f"'{item}' is not SRC[:DST]")
+        mounts.append(Mount(source=source, target=target or source))
+    return mounts
+
+
+def _blend(items: list[str]) -> tuple[list[str], list[float] | None]:
+    paths: list[str] = []
+    weights: list[float] = []
+    for item in items:
+        head, sep, tail = item.partition(":")
+        try:
+            weight = float(head) if sep else None
+        except ValueError:
+            weight = None
+        if weight is None:
+            paths.append(item)
+        else:
+            weights.append(weight)
+            paths.append(tail)
+    if weights and len(weights) != len(paths):
+        raise UserError("arg.invalid", flag="--data-path", reason="give a weight for every prefix (WEIGHT:PREFIX) or for none")
+    return paths, (weights or None)
+
+
+def _env_names(names: list[str]) -> tuple[list[str], list[str]]:
+    env, secrets = [], []
+    for name in names:
+        if not is_env_name(name):
+            raise UserError("arg.invalid", flag="--env", reason=f"'{name}' is not an environment variable name (values never go into a plan)")
+        (secrets if any(s in name.upper() for s in _SECRET_NAMES) else env).append(name)
+    return env, secrets
+
+
+def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
+    layout = rec.layout
+    name = flags.name or default_run_name(rec)
+    if not is_safe_name(name):
+        raise UserError("shell.unsafe_name", what="--name", value=name)
+    try:
+        if slurm_time.parse_seconds(flags.time) is None:
+            raise ValueError("a job needs a finite time limit")
+    except ValueError as exc:
+        raise UserError("arg.invalid", flag="--time", reason=str(exc)) from None
+    recipe = rec.recipe
+    paths, weights = _blend(flags.data_paths)
+    if paths and rec.dataset != "megatron-indexed":
+        raise UserError("arg.invalid", flag="--data-path", reason=f"only for --dataset megatron-indexed (dataset is '{rec.dataset}')")
+    env, secrets = _env_names(flags.env)
+    world = rec.nodes * rec.gpus_per_node
+    save = f"{flags.save_dir.rstrip('/')}/{name}" if flags.save_dir else f"nemo_experiments/{name}/checkpoints"
+    overrides = [
+        Override(key=c.field, value=_text(c.to), **{"from": None if c.from_ is None else _text(c.from_)},
+                 **{"class": c.change_class}, reason=c.reason, source=c.source)
+        for c in rec.changes
+    ]
+    if any(o.key == "model.seq_length" for o in overrides) and not any(o.key == "dataset.seq_length" for o in overrides):
+        seq = next(o for o in overrides if o.key == "model.seq_length")
+        overrides.append(seq.model_copy(update={"key": "dataset.seq_length"}))
+    est = rec.estimate
+    estimates = Estimates()
+    if est is not None:
+        estimates = Estimates(
+            memory_gb_per_gpu=_round(getattr(est, "memory_total_gb", None)),
+            memory_breakdown_gb={k: round(v, 2) for k, v in (getattr(est, "memory_gb", None) or {}).items()},
+            hbm_gb=rec.hardware.hbm_gb,
+            step_time_s=_round(getattr(est, "step_time_s", None), 3),
+            tokens_per_sec_per_gpu=_round(getattr(est, "tokens_per_sec_per_gpu", None), 0),
+            model_tflops_per_gpu=_round(getattr(est, "model_tflops_per_gpu", None), 1),
+            mfu=_round(getattr(est, "mfu", None), 3),
+            gpu_hours_at_time_limit=round(world * slurm_time.hours(flags.time), 1),
+        )
+    else:
+        estimates = Estimates(hbm_gb=rec.hardware.hbm_gb, gpu_hours_at_time_limit=round(world * slurm_time.hours(flags.time), 1))
+    gpu_type = rec.hardware.name
+    cluster = Cluster(
+        account=flags.account, partition=flags.partition, nodes=rec.nodes, gpus_per_node=rec.gpus_per_node,
+        gpu_type=gpu_type, time=flags.time, container_image=flags.container_image,
+        container_mounts=_mounts(flags.mounts), env=env, secrets=secrets,
+        segment=nvl72_segment(rec.nodes) if gpu_type in NVL72 else None,
+        profile=ClusterProfile(pyxis=bool(flags.container_image), segment=flags.segment_support),
+    )
+    launch = Launch(entry=flags.entry or ["python", "scripts/training/run_recipe.py"], workdir=flags.workdir)
+    mode = rec.request.goal if recipe.kind == "library" else ("lora" if recipe.mode == "peft" else recipe.mode)
+    return Plan(
+        name=name,
+        catalog=CatalogRef(source=rec.catalog.source, version=rec.catalog.version),
+        recipe=RecipeRef(name=recipe.name, alias=(recipe.aliases or [None])[0], kind=recipe.kind,
+                         family=recipe.family, model=recipe.model),
+        mode=mode,
+        dataset=DatasetSpec(selector=rec.dataset, data_paths=paths, weights=weights),
+        parallelism=Parallelism(tp=layout.tp, pp=layout.pp, vp=layout.vp, cp=layout.cp, ep=layout.ep, etp=layout.etp,
+                                sp=layout.sp, dp=layout.dp, mbs=layout.mbs, gbs=layout.gbs, seq_length=layout.seq_length,
+                                recompute=layout.recompute, fsdp=layout.fsdp),
+        overrides=overrides,
+        cluster=cluster,
+        checkpoint=CheckpointPaths(save=save, load=save),
+        launch=launch,
+        env_vars=perf_env(gpu_type, layout.tp, layout.cp),
+        estimates=estimates,
+        warnings=[PlanWarning(code=code, message=message) for code, message in rec.warnings],
+        auto_rollback=AutoRollback(),
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _round(value: Any, digits: int = 2) -> float | None:
+    return None if value is None else round(float(value), digits)
+

@@ -1,0 +1,213 @@
+"""Automatic rollback: follow a run's logs; on NaN/Inf or a loss spike (plan.auto_rollback), cancel
+the job, roll the checkpoint directory back to the last complete checkpoint strictly before the
+trigger iteration, and resubmit, at most `max_rollbacks` times over the run's resubmission chain.
+
+Resubmission is a hook (`ResubmitHook`): the gate owns submissions. `resubmit_skipping_batch`
+is the default: the same plan plus `train.iterations_to_skip` holding the trigger iteration (a
+convergence change, recorded as such), so the bad batch is consumed without an update, loading
+from the rolled-back directory.
+
+One watcher per run chain: a lock file next to the ledger (`watch-<first run id>.lock`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from mbridge_launch import ledger as L
+from mbridge_launch.errors import CheckFailed, UserError
+from mbridge_launch.i18n import t
+from mbridge_launch.lossmon import LogFollower, LossWatcher, Trigger, parse_line, pick_rollback_target
+
+ResubmitHook = Callable[[L.Ledger, L.RunRecord, int, Trigger], L.RunRecord]
+SKIP_KEY = "train.iterations_to_skip"
+
+
+@dataclass
+class WatchResult:
+    run: L.RunRecord  # the last run watched
+    outcome: str  # finished, triggered (not acting), max_rollbacks, no_checkpoint, rolled_back (no resubmit)
+    trigger: Optional[Trigger] = None
+    rollbacks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def auto_rollbacks_in_chain(ledger: L.Ledger, run: L.RunRecord) -> int:
+    ids = [r.id for r in ledger.run_chain(run.id)]
+    return sum(1 for rb in ledger.rollbacks(run_ids=ids) if rb.trigger and rb.state in ("done", "started"))
+
+
+class Watcher:
+    def __init__(self, ledger: L.Ledger, *, resubmit: Optional[ResubmitHook] = None, cancel=None, query=None,
+                 act: bool = True, max_rollbacks: Optional[int] = None, poll_s: float = 1.0,
+                 refresh_s: float = 5.0, cancel_timeout_s: float = 300.0, say: Callable[[str], None] = _say) -> None:
+        from mbridge_launch.ledger_cli import executor_cancel
+
+        self.ledger = ledger
+        self.resubmit = resubmit
+        self.cancel = cancel or executor_cancel
+        self.query = query
+        self.act = act
+        self.max_rollbacks = max_rollbacks
+        self.poll_s = poll_s
+        self.refresh_s = refresh_s
+        self.cancel_timeout_s = cancel_timeout_s
+        self.say = say
+
+    # ------------------------------------------------------------------ the loop
+    def watch(self, run: L.RunRecord) -> WatchResult:
+        root = self.ledger.run_chain(run.id)[0].id
+        with _exclusive(self.ledger.path.parent / f"watch-{root}.lock", run.name):
+            rollbacks: list[dict[str, Any]] = []
+            while True:
+                result = self._watch_one(run)
+                result.rollbacks = rollbacks
+                if result.trigger is None or not self.act:
+                    return result
+                outcome = self._handle(result.run, result.trigger)
+                if isinstance(outcome, WatchResult):
+                    outcome.rollbacks = rollbacks
+                    return outcome
+                rollbacks.append(outcome["rollback"])
+                run = outcome["next_run"]
+                if run is None:
+                    return WatchResult(result.run, "rolled_back", result.trigger, rollbacks)
+
+    def _watch_one(self, run: L.RunRecord) -> WatchResult:
+        """Follow every log of `run` until a trigger, or until the run has ended and its logs are read."""
+        from mbridge_launch.ledger_cli import refresh, run_log_paths
+
+        config = run.plan().auto_rollback
+        followers: dict[str, tuple[LogFollower, LossWatcher]] = {}
+        self.say(t("watch.watching", run=run.name, id=run.id, jobs=", ".join(run.job_ids) or "-"))
+        last_refresh, finishing = 0.0, False
+        while True:
+            wrote = False
+            for path in run_log_paths(run):
+                key = str(path)
+                if key not in followers:
+                    if not path.exists():
+                        continue
+                    followers[key] = (LogFollower(path), LossWatcher.from_auto_rollback(config))
+                follower, detector = followers[key]
+                for line in follower.read_new():
+                    wrote = True
+                    trigger = detector.feed(parse_line(line))
+                    if trigger:
+                        self.ledger.add_event(run.id, "watch_trigger", trigger.as_dict())
+                        self.say(t("watch.trigger", kind=trigger.kind, iteration=trigger.iteration,
+                                   loss=trigger.loss, run=run.name))
+                        return WatchResult(run, "triggered", trigger)
+            if finishing and not wrote:
+                return WatchResult(run, "finished")
+            now = time.monotonic()
+            if run.active and now - last_refresh >= self.refresh_s:
+                last_refresh = now
+                run = refresh(self.ledger, [run], self.query)[0]
+            finishing = not run.active
+            if not wrote and not finishing:
+                time.sleep(self.poll_s)
+
+    # ------------------------------------------------------------------ acting on a trigger
+    def _handle(self, run: L.RunRecord, trigger: Trigger):
+        from mbridge_launch.checkpoints import list_checkpoints
+        from mbridge_launch.ledger_cli import cancel_and_wait
+        from mbridge_launch.rollback import rollback
+
+        limit = self.max_rollbacks if self.max_rollbacks is not None else run.plan().auto_rollback.max_rollbacks
+        if run.active:
+            run = cancel_and_wait(self.ledger, run, cancel=self.cancel, query=self.query,
+                                  timeout_s=self.cancel_timeout_s, poll_s=min(2.0, self.poll_s * 2))
+        done = auto_rollbacks_in_chain(self.ledger, run)
+        if done >= limit:
+            self.say(t("watch.max_rollbacks", run=run.name, count=done, limit=limit))
+            return WatchResult(run, "max_rollbacks", trigger)
+        if not run.save_dir:
+            raise UserError("ckpt.no_save_dir", run=run.name)
+        target = pick_rollback_target(list_checkpoints(run.save_dir).checkpoints, trigger.iteration)
+        if target is None:
+            self.say(t("watch.no_checkpoint", run=run.name, iteration=trigger.iteration))
+            return WatchResult(run, "no_checkpoint", trigger)
+        self.ledger.record_confirmation(run.id, "rollback", "auto",
+                                        {"reason": "plan.auto_rollback", "trigger": trigger.as_dict()})
+        result = rollback(run.save_dir, target, ledger=self.ledger, run_id=run.id,
+                          trigger={**trigger.as_dict(), "job_ids": run.job_ids})
+        self.say(t("watch.rolled_back", run=run.name, iteration=target, trigger=trigger.iteration,
+                   count=len(result.moved), stamp=result.stamp or "-"))
+        record = {"run_id": run.id, "to_iter": target, "stamp": result.stamp, "trigger": trigger.as_dict()}
+        next_run = None
+        if self.resubmit is not None:
+            next_run = self.resubmit(self.ledger, run, target, trigger)
+            self.say(t("watch.resubmitted", run=next_run.name, id=next_run.id, jobs=", ".join(next_run.job_ids) or "-"))
+        return {"rollback": record, "next_run": next_run}
+
+
+class _exclusive:
+    """A non-blocking flock: a second watcher of the same run chain is refused."""
+
+    def __init__(self, path: Path, run_name: str) -> None:
+        self.path, self.run_name, self.fd = path, run_name, None
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self.fd)
+            raise CheckFailed("watch.already_watching", run=self.run_name) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+# ---------------------------------------------------------------------- the default resubmission
+def skip_plan(plan, iteration: int, reason: str):
+    """The plan with `iteration` added to train.iterations_to_skip (a convergence change) and
+    checkpoint.load set to the save directory, so the new job resumes from the rollback."""
+    from mbridge_launch.plan import Override, plan_from_dict
+
+    data = plan.canonical_dict()
+    skips: list[int] = []
+    kept = []
+    for o in data["overrides"]:
+        if o["key"] == SKIP_KEY:
+            skips = [int(x) for x in o["value"].strip("[] ").split(",") if x.strip()]
+        else:
+            kept.append(o)
+    skips = sorted(set(skips) | {iteration})
+    kept.append(Override.model_validate({
+        "key": SKIP_KEY, "value": "[" + ",".join(map(str, skips)) + "]", "class": "convergence",
+        "reason": reason, "source": "launcher"}).model_dump(mode="json", by_alias=True))
+    data["overrides"] = kept
+    if not data["checkpoint"].get("load"):
+        data["checkpoint"]["load"] = data["checkpoint"].get("save")
+    return plan_from_dict(data, "resubmission")
+
+
+def resubmit_skipping_batch(ledger: L.Ledger, run: L.RunRecord, to_iter: int, trigger: Trigger,
+                            submit: Optional[Callable] = None) -> L.RunRecord:
+    """Submit the run again (written before and after the scheduler call like any submission),
+    consented to by the plan's auto_rollback.enabled, as a child of `run` in the ledger."""
+    if submit is None:
+        from mbridge_launch.launch import submit_plan as submit
+    reason = f"auto-rollback to {to_iter} after {trigger.kind} at iteration {trigger.iteration}: skip that batch"
+    plan = skip_plan(run.plan(), trigger.iteration, reason)
+    plan_yaml = plan.to_yaml()
+    with ledger.submission(name=run.name, plan_hash=plan.plan_hash(), plan_yaml=plan_yaml, executor=run.executor,
+                           plan_path=None, cluster=run.cluster, job_name=run.job_name, work_dir=run.work_dir,
+                           save_dir=run.save_dir, parent_run_id=run.id) as sub:
+        ledger.record_confirmation(sub.record.id, "resubmit", "auto",
+                                   {"reason": "plan.auto_rollback", "convergence_change": {SKIP_KEY: trigger.iteration}})
+        submitted = submit(plan, run.executor, run.work_dir)
+        return sub.done(submitted)

@@ -1,0 +1,119 @@
+"""Shared fixtures.
+
+- `slurm_cluster` (session): the local Slurm cluster of tests/cluster, started once per session
+  when it is not already running (see tests/slurmcluster.py for the object's API). Tests that use
+  it are marked `slurm` automatically; tests marked `slurm` get it started even if they do not ask
+  for it. If it cannot start they SKIP with the start log's tail, unless CI=true or
+  MBL_REQUIRE_SLURM=1, where that is an error.
+- `slurm_env` (function): os.environ patched with the cluster's SLURM_CONF, for code under test
+  that calls sbatch/squeue in-process.
+- `standin_trainer` (session): absolute Path of tests/standin_trainer.py;
+  `standin_entry`: [sys.executable, that path] (a Plan's launch.entry).
+- `shared_dir` (function): a fresh directory every fake node sees, NOT under /tmp (preflight may
+  refuse /tmp for checkpoints): <repo>/.state/test-shared/<session>/<test>, or under
+  $MBL_SHARED_DIR.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import slurmcluster
+
+REPO = Path(__file__).resolve().parents[1]
+STANDIN = Path(__file__).resolve().parent / "standin_trainer.py"
+
+
+def _slurm_required() -> bool:
+    return os.environ.get("CI", "").lower() == "true" or os.environ.get("MBL_REQUIRE_SLURM") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slurm") is None:
+            item.add_marker(pytest.mark.slurm)
+
+
+_outcome: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    directory = slurmcluster.default_dir()
+    try:
+        cluster, started = slurmcluster.acquire(directory)
+    except slurmcluster.StartFailed as exc:
+        if _slurm_required():
+            pytest.fail(f"{exc}\n(CI=true or MBL_REQUIRE_SLURM=1: a cluster that cannot start is a failure)",
+                        pytrace=False)
+        pytest.skip(f"local Slurm cluster unavailable: {exc}")
+    _outcome["start"] = f"started in {directory}" if started else f"reused the cluster running in {directory}"
+    try:
+        yield cluster
+    finally:
+        _outcome["end"] = slurmcluster.release(directory)
+
+
+@pytest.fixture(autouse=True)
+def _slurm_marked_tests_get_the_cluster(request):
+    if request.node.get_closest_marker("slurm") is not None:
+        request.getfixturevalue("slurm_cluster")
+
+
+@pytest.fixture
+def slurm_env(slurm_cluster, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.slurm_conf)
+    monkeypatch.setenv("MBL_SLURM_DIR", str(slurm_cluster.dir))
+    return slurm_cluster.env
+
+
+@pytest.fixture(scope="session")
+def standin_trainer() -> Path:
+    return STANDIN
+
+
+@pytest.fixture(scope="session")
+def standin_entry() -> list[str]:
+    return [sys.executable, str(STANDIN)]
+
+
+def _pid_of(name: str) -> int | None:
+    m = re.fullmatch(r"s(\d+)", name)
+    return int(m.group(1)) if m else None
+
+
+@pytest.fixture(scope="session")
+def _shared_root() -> Path:
+    base = Path(os.environ.get("MBL_SHARED_DIR") or REPO / ".state" / "test-shared")
+    base.mkdir(parents=True, exist_ok=True)
+    for old in base.iterdir():  # earlier sessions' directories, once their process is gone
+        pid = _pid_of(old.name)
+        if pid is not None and pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(old, ignore_errors=True)
+    root = base / f"s{os.getpid()}"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@pytest.fixture
+def shared_dir(_shared_root, request) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)[:80]
+    d = _shared_root / name
+    n = 1
+    while d.exists():
+        n += 1
+        d = _shared_root / f"{name}-{n}"
+    d.mkdir(parents=True)
+    return d
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _outcome:
+        terminalreporter.write_line(
+            f"local Slurm cluster: {_outcome.get('start', '?')}; at the end: {_outcome.get('end', '?')}")

@@ -1,0 +1,187 @@
+"""Checkpoint inspection: completeness, trackers, Bridge's resume order, losses from the log.
+
+`make_save_dir` builds a realistic torch_dist checkpoint directory the way the stand-in trainer
+(and Bridge) lays it out (docs/internals.md); test_rollback.py imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mbridge_launch import checkpoints as C
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def train_state_bytes(iteration: int) -> bytes:
+    # The stand-in writes train_state.pt as JSON (no torch here); tools treat it as bytes.
+    return json.dumps({"iteration": iteration, "consumed_train_samples": iteration * 128,
+                       "floating_point_operations_so_far": 0, "do_train": True}).encode()
+
+
+def write_iter(save: Path, iteration: int, *, shards: int = 2, mtime: float | None = None) -> Path:
+    d = save / C.iter_dirname(iteration)
+    d.mkdir(parents=True)
+    (d / ".metadata").write_bytes(b"DCP-METADATA" + str(iteration).encode())
+    for rank in range(shards):
+        (d / f"__{rank}_0.distcp").write_bytes(os.urandom(64) + str(iteration).encode())
+    (d / "common.pt").write_bytes(b"common-" + str(iteration).encode())
+    (d / "metadata.json").write_text(json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1}))
+    (d / "run_config.yaml").write_text(f"train:\n  train_iters: 1000\n# iter {iteration}\n")
+    (d / "train_state.pt").write_bytes(train_state_bytes(iteration))
+    if mtime is not None:
+        for f in d.iterdir():
+            os.utime(f, (mtime, mtime))
+        os.utime(d, (mtime, mtime))
+    return d
+
+
+def make_save_dir(root: Path, iterations=(100, 200, 300), tracker: int | None = None) -> Path:
+    """iter dirs for each iteration, trackers at `tracker` (default: the last), written last."""
+    save = root / "ckpt"
+    save.mkdir(parents=True, exist_ok=True)
+    for k, it in enumerate(iterations):
+        write_iter(save, it, mtime=1_700_000_000 + k * 60)
+    tracker = iterations[-1] if tracker is None else tracker
+    (save / C.PT_TRACKER).write_bytes(train_state_bytes(tracker))
+    (save / C.TXT_TRACKER).write_text(str(tracker))
+    return save
+
+
+def log_line(iteration: int, loss: str, total: int = 1000, nan_iters: int = 0) -> str:
+    return (f" [2026-11-29 20:00:{iteration % 60:02d}] iteration {iteration:>8}/{total:>8} | consumed samples: "
+            f"{iteration * 128:>12} | elapsed time per iteration (ms): 812.3 | learning rate: 3.000000E-04 | "
+            f"global batch size:   128 | lm loss: {loss} | loss scale: 1.0 | grad norm: 1.234 | "
+            f"number of skipped iterations:   0 | number of nan iterations: {nan_iters:>3} |\n")
+
+
+def test_complete_checkpoints_and_trackers(tmp_path):
+    save = make_save_dir(tmp_path)
+    report = C.list_checkpoints(save)
+    assert [c.iteration for c in report.checkpoints] == [100, 200, 300]
+    assert all(c.complete and not c.missing for c in report.checkpoints)
+    assert set(report.checkpoints[-1].tracked_by) == {C.PT_TRACKER, C.TXT_TRACKER}
+    assert report.checkpoints[0].tracked_by == []
+    assert report.trackers.pt_matched_by == "bytes" and report.trackers.pt_iteration == 300
+    assert report.checkpoints[1].size_bytes == sum(f.stat().st_size for f in (save / "iter_0000200").iterdir())
+    assert report.checkpoints[1].mtime == pytest.approx(1_700_000_060)
+    assert report.resume.loadable and report.resume.iteration == 300 and report.resume.source == C.PT_TRACKER
+
+
+@pytest.mark.parametrize("damage, missing", [
+    (lambda d: (d / "common.pt").unlink(), ["common.pt"]),
+    (lambda d: (d / ".metadata").unlink(), [".metadata"]),
+    (lambda d: (d / "train_state.pt").write_bytes(b""), ["train_state.pt"]),
+    (lambda d: [p.unlink() for p in d.glob("*.distcp")], ["*.distcp"]),
+    (lambda d: [p.write_bytes(b"") for p in d.glob("*.distcp")], ["*.distcp"]),
+    (lambda d: (d / "metadata.json").unlink(), ["metadata.json"]),
+])
+def test_incomplete_checkpoint_names_missing_files(tmp_path, damage, missing):
+    save = make_save_dir(tmp_path)
+    damage(save / "iter_0000300")
+    info = C.inspect_iter_dir(save / "iter_0000300")
+    assert not info.complete and info.missing == missing
+    # the trackers point at it: Bridge could not resume
+    res = C.resolve_resume(save)
+    assert not res.loadable and "incomplete" in res.reason
+    assert C.latest_complete(save) == 200
+
+
+def test_run_config_is_optional(tmp_path):
+    save = make_save_dir(tmp_path)
+    (save / "iter_0000200" / "run_config.yaml").unlink()
+    info = C.inspect_iter_dir(save / "iter_0000200")
+    assert info.complete and info.notes == ["run_config.yaml"]
+
+
+def test_resume_order_pt_before_txt(tmp_path):
+    save = make_save_dir(tmp_path)
+    (save / C.TXT_TRACKER).write_text("100")  # editing the .txt alone does not roll back
+    res = C.resolve_resume(save)
+    assert (res.source, res.iteration) == (C.PT_TRACKER, 300)
+    (save / C.PT_TRACKER).unlink()
+    res = C.resolve_resume(save)
+    assert (res.source, res.iteration, res.loadable) == (C.TXT_TRACKER, 100, True)
+    (save / C.TXT_TRACKER).write_text("release")
+    assert not C.resolve_resume(save).loadable
+
+
+def test_resume_ckpt_step_and_load_dir(tmp_path):
+    save = make_save_dir(tmp_path)
+    assert C.resolve_resume(save, ckpt_step=200).iteration == 200
+    missing = C.resolve_resume(save, ckpt_step=250)
+    assert not missing.loadable and missing.reason == "directory missing"
+    direct = C.resolve_resume(save, load=save / "iter_0000100", ckpt_step=200)
+    assert (direct.source, direct.iteration, direct.loadable) == ("load_iter_dir", 100, True)
+
+
+def test_resume_without_trackers(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert C.resolve_resume(empty).loadable  # fresh start
+    save = make_save_dir(tmp_path)
+    (save / C.PT_TRACKER).unlink()
+    (save / C.TXT_TRACKER).unlink()
+    res = C.resolve_resume(save)
+    assert res.source == "none" and not res.loadable
+
+
+def test_pt_tracker_pointing_into_rolled_back(tmp_path):
+    save = make_save_dir(tmp_path)
+    aside = save / C.ROLLED_BACK_DIR / "20260101T000000Z"
+    aside.mkdir(parents=True)
+    os.rename(save / "iter_0000300", aside / "iter_0000300")
+    trackers = C.read_trackers(save)
+    assert trackers.pt_iteration == 300 and trackers.pt_match_location == "rolled_back/20260101T000000Z"
+    res = C.resolve_resume(save)
+    assert not res.loadable and res.reason == "directory missing"
+    report = C.list_checkpoints(save)
+    assert [s.iterations for s in report.rolled_back] == [[300]]
+    assert report.rolled_back[0].journal_state is None
+
+
+def test_unknown_pt_tracker_content(tmp_path):
+    save = make_save_dir(tmp_path)
+    (save / C.PT_TRACKER).write_bytes(b"PK\x03\x04 torch zip that matches nothing")
+    res = C.resolve_resume(save)
+    assert not res.loadable and "matches no iteration" in res.reason
+
+
+def test_losses_from_log(tmp_path):
+    save = make_save_dir(tmp_path)
+    log = tmp_path / "train.log"
+    lines = [log_line(i, f"{10 - i / 100:.6E}") for i in range(50, 301, 50)]
+    lines.insert(3, " successfully saved checkpoint from iteration     200 to /x [ t 1/1, p 1/1 ]\n")
+    lines.append(log_line(250, "nan"))  # a later timeline logged 250 again, as NaN
+    log.write_text("".join(lines))
+    report = C.list_checkpoints(save, log)
+    by_iter = {c.iteration: c for c in report.checkpoints}
+    assert by_iter[100].loss == pytest.approx(9.0) and by_iter[100].loss_iteration == 100
+    assert by_iter[300].loss == pytest.approx(7.0)
+    data = report.as_dict()
+    assert json.dumps(data)  # serialisable (nan turned into text)
+
+
+def test_checkpoints_command_json_and_text(tmp_path):
+    save = make_save_dir(tmp_path)
+    (save / "iter_0000200" / "common.pt").unlink()
+    env = {**os.environ, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state"), "MBRIDGE_LAUNCH_LANG": "en"}
+    out = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", str(save), "--format", "json"],
+                         capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [c["complete"] for c in data["checkpoints"]] == [True, False, True]
+    assert data["checkpoints"][1]["missing"] == ["common.pt"]
+    assert data["resume"]["iteration"] == 300
+    text = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", str(save), "--lang", "zh"],
+                          capture_output=True, text=True, env=env, cwd=ROOT)
+    assert text.returncode == 0 and "缺少 common.pt" in text.stdout and "恢复训练" in text.stdout
+    bad = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", "no-such-run"],
+                         capture_output=True, text=True, env=env, cwd=ROOT)
+    assert bad.returncode == 2 and "no-such-run" in bad.stderr and "Traceback" not in bad.stderr

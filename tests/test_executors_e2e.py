@@ -1,0 +1,122 @@
+"""End to end on the local Slurm cluster, for each executor: a 2-node x 8-GPU plan runs the
+stand-in trainer with 16 ranks and finishes COMPLETED; a plan asking for more GPUs than a node has
+is refused by Slurm with one clear line (CLI exit 4); a plan whose GPU type or count does not match
+the nodes fails in the node check before the trainer starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import plan_fixtures as pf
+from mbridge_launch import i18n
+from mbridge_launch.launch import submit_plan
+from mbridge_launch.plan import Plan, save_plan
+
+pytestmark = pytest.mark.slurm
+EXECUTORS = ["sbatch", "nemo-run", "submitit"]
+
+
+@pytest.fixture(autouse=True)
+def _english():
+    i18n.set_lang("en")
+    yield
+    i18n.set_lang(None)
+
+
+def cluster_plan(base: Path, entry: list[str], partition: str = "h100", gpus_per_node: int = 8,
+                 gpu_type: str = "h100", env: tuple[str, ...] = ()) -> Plan:
+    """The MoE fixture moved onto the local cluster: 2 nodes, the stand-in trainer, 4 iterations."""
+    return pf.with_changes(
+        pf.moe_ep(),
+        cluster={"partition": partition, "account": None, "time": "00:10:00", "gpus_per_node": gpus_per_node,
+                 "gpu_type": gpu_type, "env": ["MBL_STANDIN_REPORT_DIR", *env]},
+        checkpoint={"save": str(base / "ckpt"), "load": str(base / "ckpt"), "save_interval": 2},
+        launch={"entry": entry, "log_dir": str(base / "logs")},
+        top={"overrides": [{"key": "train.train_iters", "value": "4", "class": "convergence"}]},
+    )
+
+
+def _all_logs(base: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted(base.rglob("*"))
+                     if p.is_file() and p.suffix in (".out", ".err", ".log"))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_two_nodes_sixteen_ranks_complete(executor, slurm_cluster, slurm_env, standin_entry, shared_dir, monkeypatch):
+    report = shared_dir / "report"
+    monkeypatch.setenv("MBL_STANDIN_REPORT_DIR", str(report))
+    plan = cluster_plan(shared_dir, standin_entry)
+    submitted = submit_plan(plan, executor, shared_dir / "work")
+    job_id = submitted.job_ids[0]
+    state = slurm_cluster.wait(job_id, timeout=150)
+    assert state == "COMPLETED", _all_logs(shared_dir)[-3000:]
+
+    records = [json.loads(p.read_text()) for p in sorted(report.glob("rank-*.json"))]
+    assert sorted(r["rank"] for r in records) == list(range(16))
+    hosts = {}
+    for r in records:
+        env = r["env"]
+        assert env["SLURM_JOB_ID"] == job_id
+        assert env["SLURM_NTASKS"] == "16" and env["SLURM_NNODES"] == "2"
+        assert env["SLURM_PROCID"] == str(r["rank"])
+        assert env["SLURM_JOB_NODELIST"] == "h100-[1-2]"
+        assert r["dist"]["world_size"] == 16 and r["dist"]["source"] == "slurm"
+        assert env["NCCL_NVLS_ENABLE"] == "0"  # the plan's NVIDIA env reached every rank
+        assert r["status"] == "completed", r
+        assert r["argv"][:6] == ["--recipe", plan.recipe.name, "--mode", "pretrain", "--dataset", "mock"]
+        hosts.setdefault(r["hostname"], set()).add(int(env["SLURM_LOCALID"]))
+    assert hosts == {"h100-1": set(range(8)), "h100-2": set(range(8))}
+    ckpt = shared_dir / "ckpt"
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+    assert (ckpt / "iter_0000004" / "train_state.pt").is_file()
+    assert "node check h100-1: 8 x h100 GPUs" in _all_logs(shared_dir)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_more_gpus_than_a_node_has_is_one_clear_line(executor, slurm_cluster, standin_entry, shared_dir):
+    plan = cluster_plan(shared_dir, standin_entry, gpus_per_node=9)
+    path = save_plan(plan, shared_dir / "plan.yaml")
+    env = {**slurm_cluster.env, "MBRIDGE_LAUNCH_LANG": "en"}
+    proc = subprocess.run([sys.executable, "-m", "mbridge_launch", "submit", str(path), "--executor", executor,
+                           "--workdir", str(shared_dir / "work")],
+                          capture_output=True, text=True, env=env, cwd=shared_dir, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == "error: Slurm refused the job: Requested node configuration is not available"
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_wrong_gpu_type_fails_in_the_node_check(executor, slurm_cluster, slurm_env, standin_entry, shared_dir,
+                                                monkeypatch):
+    # the plan says h100 but asks for 4 GPUs per node on the gb200 partition: Slurm allocates
+    # (the request is untyped) and the node check must stop the job before the trainer starts
+    report = shared_dir / "report"
+    monkeypatch.setenv("MBL_STANDIN_REPORT_DIR", str(report))
+    plan = cluster_plan(shared_dir, standin_entry, partition="gb200", gpus_per_node=4, gpu_type="h100")
+    job_id = submit_plan(plan, executor, shared_dir / "work").job_ids[0]
+    assert slurm_cluster.wait(job_id, timeout=120) == "FAILED"
+    logs = _all_logs(shared_dir)
+    assert "node check gb200-1: expected 4 x h100 GPUs, found 4 x gb200" in logs, logs[-3000:]
+    assert not report.exists() or not any(report.iterdir())
+    assert not (shared_dir / "ckpt").exists()
+
+
+def test_missing_gpu_fails_in_the_node_check(slurm_cluster, slurm_env, standin_entry, shared_dir, monkeypatch):
+    # nvidia-smi (the harness's fake one) sees 7 GPUs where Slurm granted 8: a GPU fell off the bus
+    report = shared_dir / "report"
+    monkeypatch.setenv("MBL_STANDIN_REPORT_DIR", str(report))
+    monkeypatch.setenv("PATH", f"{slurm_cluster.fake_bin}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_COUNT", "7")
+    plan = cluster_plan(shared_dir, standin_entry, env=("PATH", "FAKE_NVIDIA_SMI_COUNT"))
+    job_id = submit_plan(plan, "sbatch", shared_dir / "work").job_ids[0]
+    assert slurm_cluster.wait(job_id, timeout=120) == "FAILED"
+    logs = _all_logs(shared_dir)
+    assert "node check h100-1: expected 8 x h100 GPUs, found 7 x NVIDIA H100 80GB HBM3 (nvidia-smi)" in logs
+    assert "the trainer was not started" in logs
+    assert not report.exists() or not any(report.iterdir())

@@ -1,0 +1,349 @@
+"""The run ledger: location, schema/migrations, write-before/after submission, reconciliation
+against a (fake) Slurm after a crash, concurrent writers, and the runs/status/logs commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from mbridge_launch import ledger as L
+from mbridge_launch.errors import SubmissionError, UserError
+from mbridge_launch.ledger_reconcile import (
+    JobInfo, SacctQuery, SlurmUnavailable, reconcile_submitting, refresh_runs, run_state_for,
+)
+from mbridge_launch.ledger_schema import SCHEMA_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with L.Ledger.open(tmp_path / "ledger.sqlite3") as opened:
+        yield opened
+
+
+def _begin(ledger: L.Ledger, name: str = "llama-run", **extra) -> L.RunRecord:
+    fields = dict(name=name, plan_hash="0123456789abcdef", plan_yaml=f"name: {name}\n", executor="sbatch",
+                  plan_path="/plans/p.yaml", cluster={"partition": "h100", "nodes": 2}, save_dir="/ckpt/run")
+    fields.update(extra)
+    return ledger.begin_submission(**fields)
+
+
+class FakeSlurm:
+    def __init__(self, jobs: list[JobInfo] = ()) -> None:
+        self.jobs = list(jobs)
+        self.finds = 0
+
+    def job_states(self, job_ids):
+        return {j.job_id: j for j in self.jobs if j.job_id in job_ids}
+
+    def find_jobs(self, *, name, token, since):
+        self.finds += 1
+        return [j for j in self.jobs if j.name == name or (token and token in j.comment)]
+
+
+# ---------------------------------------------------------------------- location and schema
+def test_default_location(monkeypatch, tmp_path):
+    for var in ("MBRIDGE_LAUNCH_LEDGER", "MBRIDGE_LAUNCH_STATE_DIR", "XDG_STATE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert L.default_ledger_path() == tmp_path / "home/.local/state/mbridge-launch/ledger.sqlite3"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert L.default_ledger_path() == tmp_path / "xdg/mbridge-launch/ledger.sqlite3"
+    monkeypatch.setenv("MBRIDGE_LAUNCH_STATE_DIR", str(tmp_path / "st"))
+    assert L.default_ledger_path() == tmp_path / "st/ledger.sqlite3"
+    monkeypatch.setenv("MBRIDGE_LAUNCH_LEDGER", str(tmp_path / "x.db"))
+    assert L.default_ledger_path() == tmp_path / "x.db"
+
+
+def test_schema_version_wal_and_busy_timeout(ledger):
+    conn = ledger.conn
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert ledger.journal_mode == "wal"
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == L.BUSY_TIMEOUT_MS
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"runs", "events", "confirmations", "overrides", "rollbacks"} <= tables
+
+
+def test_reopen_keeps_data_and_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "l.db"
+    with L.Ledger.open(path) as first:
+        run = _begin(first)
+    with L.Ledger.open(path) as again:
+        assert again.get_run(run.id).name == "llama-run"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(UserError) as err:
+        L.Ledger.open(path)
+    assert err.value.key == "ledger.schema_too_new"
+
+
+def test_not_a_database(tmp_path):
+    bad = tmp_path / "garbage.db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(UserError) as err:
+        L.Ledger.open(bad)
+    assert err.value.key == "ledger.cannot_open" and str(bad) in str(err.value)
+
+
+# ---------------------------------------------------------------------- records
+def test_write_before_and_after_the_scheduler(ledger):
+    run = _begin(ledger, script_text="#!/bin/bash\n", work_dir="/w")
+    assert run.state == L.SUBMITTING and run.job_ids == [] and run.job_token.startswith("mbl-")
+    assert run.submitter.endswith(f":{os.getpid()}")
+    done = ledger.mark_submitted(run.id, ["1234"], log_paths=["/w/logs/a-1234.out"], raw_output="1234")
+    assert (done.state, done.job_ids, done.log_paths) == (L.SUBMITTED, ["1234"], ["/w/logs/a-1234.out"])
+    assert done.submitted_at >= done.created_at
+    states = [(e["old_state"], e["new_state"]) for e in ledger.events(run.id)]
+    assert states == [(None, L.SUBMITTING), (L.SUBMITTING, L.SUBMITTED)]
+    assert ledger.active_runs_with_plan_hash("0123456789abcdef")[0].id == run.id
+    ledger.set_state(run.id, L.COMPLETED, slurm_state="COMPLETED")
+    assert ledger.active_runs_with_plan_hash("0123456789abcdef") == []
+
+
+def test_submission_context_marks_a_refusal(ledger):
+    with pytest.raises(SubmissionError):
+        with ledger.submission(name="r", plan_hash="h", plan_yaml="name: r\n", executor="sbatch") as sub:
+            assert sub.token.startswith("mbl-")
+            raise SubmissionError("executors.submit_refused", raw_output="sbatch: error: Requested node configuration is not available", reason="x")
+    run = ledger.get_run("r")
+    assert run.state == L.SUBMIT_FAILED and "Requested node configuration" in run.error
+
+
+def test_submission_context_records_job(ledger):
+    class Submitted:
+        job_ids = ["77"]
+        script_path = Path("/w/r.sbatch")
+        log_paths = [Path("/w/logs/r-77.out")]
+        raw_output = "77"
+
+    with ledger.submission(name="r", plan_hash="h", plan_yaml="name: r\n", executor="sbatch") as sub:
+        sub.done(Submitted())
+    run = ledger.get_run("r")
+    assert (run.state, run.job_ids, run.script_path) == (L.SUBMITTED, ["77"], "/w/r.sbatch")
+
+
+def test_lookup_by_id_and_name(ledger):
+    a = _begin(ledger, "alpha")
+    b = _begin(ledger, "alpha")
+    c = _begin(ledger, "beta")
+    assert ledger.get_run("alpha").id == b.id  # newest with that name
+    assert ledger.get_run(str(a.id)).id == a.id and ledger.get_run(f"#{c.id}").name == "beta"
+    with pytest.raises(UserError) as err:
+        ledger.get_run("gamma")
+    assert "alpha" in str(err.value) and "beta" in str(err.value)
+    assert [r.id for r in ledger.runs_for_save_dir("/ckpt/run")] == [c.id, b.id, a.id]
+
+
+def test_confirmations_overrides_and_chain(ledger):
+    first = _begin(ledger)
+    second = _begin(ledger, parent_run_id=first.id)
+    ledger.record_confirmation(second.id, "submit", "typed-name", {"gpu_hours": 1234})
+    ledger.record_override(second.id, "force", "preflight data check is wrong on this site", {"checks": ["data.exists"]})
+    assert ledger.confirmations(second.id)[0]["detail"]["gpu_hours"] == 1234
+    assert ledger.overrides(second.id)[0]["reason"].startswith("preflight")
+    assert [r.id for r in ledger.run_chain(second.id)] == [first.id, second.id]
+
+
+# ---------------------------------------------------------------------- reconciliation
+def _crashing_submitter(ledger_path: Path) -> dict:
+    """A process that writes the `submitting` row and dies as kill -9 would (before or after the
+    scheduler accepted the job). Returns the row's id and token."""
+    code = textwrap.dedent(f"""
+        import json, os, sys
+        from mbridge_launch.ledger import Ledger
+        ledger = Ledger.open({str(ledger_path)!r})
+        run = ledger.begin_submission(name="crashy", plan_hash="h", plan_yaml="name: crashy\\n", executor="sbatch")
+        print(json.dumps({{"id": run.id, "token": run.job_token}}), flush=True)
+        os._exit(9)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 9, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_crash_before_scheduler_is_reconciled_as_lost(tmp_path):
+    path = tmp_path / "l.db"
+    info = _crashing_submitter(path)
+    with L.Ledger.open(path) as ledger:
+        results = reconcile_submitting(ledger, FakeSlurm([JobInfo("5", "other", "RUNNING", time.time())]))
+        assert [(r.run_id, r.outcome) for r in results] == [(info["id"], "lost")]
+        assert ledger.get_run(info["id"]).state == L.LOST
+
+
+def test_crash_after_scheduler_is_reconciled_by_token(tmp_path):
+    path = tmp_path / "l.db"
+    info = _crashing_submitter(path)
+    slurm = FakeSlurm([JobInfo("900", "renamed-by-executor", "RUNNING", time.time(), comment=info["token"]),
+                       JobInfo("901", "crashy", "PENDING", time.time())])
+    with L.Ledger.open(path) as ledger:
+        [result] = reconcile_submitting(ledger, slurm)
+        assert (result.outcome, result.job_ids) == ("submitted", ["900"])
+        run = ledger.get_run(info["id"])
+        assert (run.state, run.job_ids, run.slurm_state) == (L.RUNNING, ["900"], "RUNNING")
+        assert any(e["kind"] == "reconcile" and e["detail"]["found_by"] == "token" for e in ledger.events(run.id))
+        assert reconcile_submitting(ledger, slurm) == []  # nothing left to do
+
+
+def test_reconcile_by_name_and_window_skips_claimed_jobs(ledger):
+    old = _begin(ledger, "same")
+    ledger.mark_submitted(old.id, ["10"])
+    stuck = _begin(ledger, "same", )
+    ledger.conn.execute("UPDATE runs SET submitter='elsewhere:1' WHERE id=?", (stuck.id,))
+    now = stuck.created_at + 1000
+    slurm = FakeSlurm([JobInfo("10", "same", "RUNNING", stuck.created_at - 50),
+                       JobInfo("11", "same", "PENDING", stuck.created_at + 1)])
+    [result] = reconcile_submitting(ledger, slurm, now=now)
+    assert (result.outcome, result.job_ids) == ("submitted", ["11"])
+    assert ledger.get_run(stuck.id).state == L.PENDING
+
+
+def test_reconcile_waits_for_a_live_submitter_and_flags_ambiguity(ledger):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        run = _begin(ledger, "busy")
+        ledger.conn.execute("UPDATE runs SET submitter=? WHERE id=?", (f"{os.uname().nodename}:{sleeper.pid}", run.id))
+        slurm = FakeSlurm([JobInfo("1", "busy", "PENDING", run.created_at), JobInfo("2", "busy", "PENDING", run.created_at)])
+        assert [r.outcome for r in reconcile_submitting(ledger, slurm, now=run.created_at + 1)] == ["waiting"]
+        assert slurm.finds == 0 and ledger.get_run(run.id).state == L.SUBMITTING
+        [late] = reconcile_submitting(ledger, slurm, now=run.created_at + 10_000)
+        assert (late.outcome, sorted(late.job_ids)) == ("ambiguous", ["1", "2"])
+        assert ledger.get_run(run.id).state == L.SUBMITTING
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_refresh_maps_slurm_states(ledger):
+    runs = []
+    for job, name in (("1", "a"), ("2", "b"), ("3", "c"), ("4", "d")):
+        r = _begin(ledger, name)
+        runs.append(ledger.mark_submitted(r.id, [job]))
+    slurm = FakeSlurm([JobInfo("1", "a", "RUNNING", None), JobInfo("2", "b", "CANCELLED by 0", None),
+                       JobInfo("3", "c", "COMPLETING", None)])
+    after = {r.name: r for r in refresh_runs(ledger, slurm, runs)}
+    assert (after["a"].state, after["b"].state, after["c"].state, after["d"].state) == \
+        (L.RUNNING, L.CANCELLED, L.RUNNING, L.SUBMITTED)
+    assert run_state_for("OUT_OF_MEMORY") == L.FAILED and run_state_for("REQUEUED") == L.PENDING
+    assert run_state_for("TIMEOUT") == L.TIMEOUT and run_state_for("WHATEVER") is None
+
+
+def test_concurrent_writers(tmp_path):
+    path = tmp_path / "l.db"
+    L.Ledger.open(path).close()
+    code = textwrap.dedent(f"""
+        from mbridge_launch.ledger import Ledger
+        ledger = Ledger.open({str(path)!r})
+        for i in range(25):
+            run = ledger.begin_submission(name="w", plan_hash="h", plan_yaml="x", executor="sbatch")
+            ledger.mark_submitted(run.id, [str(run.id)])
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    with L.Ledger.open(path) as ledger:
+        runs = ledger.list_runs(limit=None)
+        assert len(runs) == 75 and all(r.state == L.SUBMITTED for r in runs)
+        assert len({r.job_token for r in runs}) == 75
+
+
+# ---------------------------------------------------------------------- the real query, on fake binaries
+@pytest.fixture
+def fake_bin(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "squeue").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        echo "squeue $*" >> {calls}
+        echo '301|train-a|RUNNING|2026-11-29T20:00:00|mbl-abc'
+        """))
+    (bin_dir / "sacct").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        echo "sacct $*" >> {calls}
+        echo '300|train-a|CANCELLED by 0|2026-11-29T19:00:00|'
+        echo '301|train-a|PENDING|2026-11-29T20:00:00|'
+        """))
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return calls
+
+
+def test_sacct_query_parses_and_prefers_squeue(fake_bin):
+    query = SacctQuery(user="someone")
+    states = query.job_states(["300", "301", "999"])
+    assert states["300"].state == "CANCELLED by 0" and run_state_for(states["300"].state) == L.CANCELLED
+    assert states["301"].state == "RUNNING" and "999" not in states  # squeue is fresher than sacct
+    found = query.find_jobs(name="nope", token="mbl-abc", since=0)
+    assert [j.job_id for j in found] == ["301"] and found[0].submit_time is not None
+    log = fake_bin.read_text()
+    assert "-u someone" in log and "--format=JobIDRaw,JobName,State,Submit,Comment" in log
+
+
+def test_without_slurm_nothing_is_concluded(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no squeue/sacct at all
+    with pytest.raises(SlurmUnavailable):
+        SacctQuery().job_states(["1"])
+    with pytest.raises(SlurmUnavailable):
+        SacctQuery().find_jobs(name="x", token="mbl-1", since=0)
+    with L.Ledger.open(tmp_path / "l.db") as ledger:
+        run = _begin(ledger)
+        ledger.conn.execute("UPDATE runs SET submitter='elsewhere:1' WHERE id=?", (run.id,))
+        [result] = reconcile_submitting(ledger, SacctQuery(), now=run.created_at + 10_000)
+        assert result.outcome == "unknown" and ledger.get_run(run.id).state == L.SUBMITTING  # not "lost"
+        submitted = ledger.mark_submitted(run.id, ["5"])
+        assert refresh_runs(ledger, SacctQuery(), [submitted])[0].state == L.SUBMITTED
+    out = cli("status", str(run.id), "--ledger", str(tmp_path / "l.db"), env={"PATH": str(tmp_path)})
+    assert out.returncode == 0 and "could not be queried" in out.stderr
+
+
+# ---------------------------------------------------------------------- commands
+def cli(*args, env=None):
+    full = {**os.environ, "MBRIDGE_LAUNCH_LANG": "en", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "mbridge_launch", *args], capture_output=True, text=True,
+                          env=full, cwd=ROOT, stdin=subprocess.DEVNULL, timeout=60)
+
+
+def test_commands_reconcile_a_killed_submission(tmp_path, fake_bin):
+    db = tmp_path / "l.db"
+    info = _crashing_submitter(db)
+    with L.Ledger.open(db) as ledger:  # make the fake Slurm's job carry this run's token
+        ledger.conn.execute("UPDATE runs SET job_token='mbl-abc', job_name='train-a' WHERE id=?", (info["id"],))
+    out = cli("runs", "--ledger", str(db), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert "interrupted during submission" in out.stderr and "301" in out.stderr
+    [row] = json.loads(out.stdout)
+    assert (row["state"], row["job_ids"]) == ("running", ["301"])
+    status = cli("status", "crashy", "--ledger", str(db))
+    assert status.returncode == 0 and "running" in status.stdout and "301" in status.stdout
+    status_json = json.loads(cli("status", str(info["id"]), "--ledger", str(db), "--format", "json").stdout)
+    assert [e["new_state"] for e in status_json["events"]][:2] == ["submitting", "submitted"]
+
+
+def test_runs_empty_and_logs(tmp_path, fake_bin):
+    db = tmp_path / "l.db"
+    empty = cli("runs", "--ledger", str(db))
+    assert empty.returncode == 0 and "no runs recorded" in empty.stdout
+    log = tmp_path / "train-a-300.out"
+    log.write_text("line one\nline two\n")
+    with L.Ledger.open(db) as ledger:
+        run = _begin(ledger, "train-a", executor="no-such-executor")
+        ledger.mark_submitted(run.id, ["300"], log_paths=[str(log)])
+    out = cli("logs", "train-a", "--ledger", str(db))
+    assert out.returncode == 0 and out.stdout == "line one\nline two\n"
+    follow = cli("logs", "train-a", "-f", "--ledger", str(db))  # the job is CANCELLED: prints and ends
+    assert follow.returncode == 0 and "line two" in follow.stdout
+    missing = cli("logs", "nope", "--ledger", str(db), "--lang", "zh")
+    assert missing.returncode == 2 and "台账中没有运行" in missing.stderr

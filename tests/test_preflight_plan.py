@@ -1,0 +1,151 @@
+"""Plan checks: the planner's rules (TP vs KV heads), memory fit (a plan that cannot fit), world
+size vs cluster, recipe kind vs data, mock data with fine-tuning, change control, invalid Plans."""
+
+from __future__ import annotations
+
+import pytest
+
+from mbridge_launch.preflight.context import PreflightContext
+from mbridge_launch.preflight.plan_checks import plan_precision, run_plan_checks
+from test_preflight_helpers import cli, codes, edit, override, preflight_json, valid_plan, write
+
+
+def plan_checks(plan):
+    return run_plan_checks(PreflightContext(plan=plan, env={}))
+
+
+def problems(plan):
+    return [c.code for c in plan_checks(plan) if c.severity != "info"]
+
+
+@pytest.fixture
+def plan(shared_dir):
+    return valid_plan(shared_dir)
+
+
+def test_valid_plan_has_no_plan_problems(plan):
+    checks = plan_checks(plan)
+    assert [c.code for c in checks if c.severity != "info"] == []
+    memory = next(c for c in checks if c.code == "plan.memory_ok")
+    assert memory.params["source"] == "planner.memory" and float(memory.params["total"]) < float(memory.params["usable"])
+
+
+def test_tp_not_dividing_kv_heads(plan, tmp_path):
+    """qwen3_600m has 16 attention heads and 8 KV heads: TP=16 divides the heads, not the KV heads."""
+    broken = edit(plan, **{"parallelism.tp": 16, "parallelism.sp": True, "parallelism.dp": 1, "parallelism.gbs": 4,
+                           "cluster.nodes": 2})
+    rc, report = preflight_json(write(broken, tmp_path), "--no-cluster")
+    assert rc == 1
+    assert "plan.rule.tp_kv_heads" in codes(report, "error") and "plan.rule.tp_heads" not in codes(report)
+    check = next(c for c in report["checks"] if c["code"] == "plan.rule.tp_kv_heads")
+    assert "tp=16" in check["message"].lower() and "1, 2, 4, 8" in check["message"]
+
+
+def test_plan_that_cannot_fit_memory(plan, tmp_path):
+    """Qwen3 0.6B at 128k tokens per micro batch without recompute on one H100: activations alone
+    exceed 80 GB."""
+    broken = edit(plan, **{"parallelism.seq_length": 131072, "parallelism.mbs": 4, "parallelism.gbs": 64})
+    rc, report = preflight_json(write(broken, tmp_path), "--no-cluster")
+    assert rc == 1 and "plan.memory_oom" in codes(report, "error")
+    check = next(c for c in report["checks"] if c["code"] == "plan.memory_oom")
+    assert "80 GB" in check["message"] and "planner.memory" in check["message"] and check["hint"]
+
+
+def test_memory_falls_back_to_the_plans_estimate(plan):
+    unknown = edit(plan, **{"recipe.model": "not_a_model", "estimates.memory_gb_per_gpu": 90.0, "estimates.hbm_gb": 80.0})
+    found = {c.code: c for c in plan_checks(unknown)}
+    assert found["plan.memory_oom"].params["source"] == "plan.estimates"
+    assert found["plan.arch_unknown"].severity == "warning"
+
+
+def test_layout_must_use_the_gpus_asked_for(plan):
+    assert "plan.world_mismatch" in problems(edit(plan, **{"parallelism.dp": 4}))
+
+
+def test_more_gpus_per_node_than_the_system_has(plan):
+    gb200 = edit(plan, **{"cluster.gpu_type": "gb200"})
+    assert "plan.gpus_per_node_exceeds" in problems(gb200)
+
+
+def test_benchmark_recipe_with_real_data(plan):
+    bench = edit(plan, **{"recipe.kind": "benchmark", "recipe.name": "llama3_8b_pretrain_8gpu_h100_bf16_config",
+                          "recipe.model": "llama3_8b", "parallelism.tp": 2, "parallelism.sp": True, "parallelism.dp": 4})
+    assert "plan.benchmark_real_data" in problems(bench)
+    mock = edit(bench, **{"dataset.selector": "mock", "dataset.data_paths": [], "dataset.weights": None})
+    assert problems(mock) == ["plan.benchmark_recipe"]
+
+
+def test_catalog_knows_the_recipe(plan):
+    assert "plan.recipe_unknown" in problems(edit(plan, **{"recipe.name": "qwen3_600m_pretrain_9gpu_h100_bf16_config"}))
+    assert "plan.recipe_kind_mismatch" in problems(edit(plan, **{"recipe.kind": "benchmark", "dataset.selector": "mock",
+                                                                  "dataset.data_paths": [], "dataset.weights": None}))
+    assert "plan.recipe_mode_mismatch" in problems(edit(plan, mode="sft", **{"dataset.selector": "squad", "dataset.data_paths": [], "dataset.weights": None}))
+
+
+def test_catalog_findings_are_reported(plan):
+    long = edit(plan, mode="sft", **{"recipe.name": "qwen3_600m_sft_8gpu_h100_bf16_128k_config", "dataset.selector": "squad",
+                                     "dataset.data_paths": [], "dataset.weights": None})
+    finding = next(c for c in plan_checks(long) if c.code == "plan.recipe_finding")
+    assert finding.params["code"] == "RULE_SEQ_POSITIONS" and finding.severity == "warning"
+
+
+def test_mock_data_with_fine_tuning(plan, tmp_path):
+    sft = edit(plan, mode="sft", **{"dataset.selector": "mock", "dataset.data_paths": [], "dataset.weights": None})
+    rc, report = preflight_json(write(sft, tmp_path), "--no-cluster")
+    assert rc == 1 and "plan.mock_finetune" in codes(report, "error")
+
+
+def test_selector_that_does_not_serve_the_mode(plan):
+    assert "plan.selector_mode" in problems(edit(plan, mode="lora"))
+    assert "plan.selector_unknown" in problems(edit(plan, **{"dataset.selector": "webtext"}))
+
+
+def test_convergence_overrides_are_listed(plan):
+    changed = edit(plan, overrides=[
+        override("optimizer.lr", "1e-4", "convergence", "lower LR").model_dump(by_alias=True),
+        override("model.recompute_granularity", "selective", "execution").model_dump(by_alias=True),
+    ])
+    listed = [c for c in plan_checks(changed) if c.code == "plan.convergence_override"]
+    assert [c.subject for c in listed] == ["optimizer.lr"] and "lower LR" in listed[0].message("en")
+
+
+def test_override_declared_execution_that_changes_convergence(plan):
+    wrong = edit(plan, overrides=[override("train.global_batch_size", "512", "execution").model_dump(by_alias=True)])
+    found = {c.code: c for c in plan_checks(wrong)}
+    assert found["plan.override_misclassified"].params["actual"] == "convergence"
+    assert "plan.convergence_override" in found  # listed under its real class
+
+
+def test_benchmark_shortcut_in_real_training(plan):
+    forced = edit(plan, overrides=[override("model.moe_router_force_load_balancing", "true", "benchmark_only").model_dump(by_alias=True)])
+    assert "plan.benchmark_override" in problems(forced)
+
+
+def test_recorded_warnings_and_time(plan):
+    noted = edit(plan, warnings=[{"code": "PP_WITHOUT_VP", "message": "PP>1 without VP", "severity": "warning"}])
+    assert "plan.recorded.PP_WITHOUT_VP" in problems(noted)
+    assert "plan.time_invalid" in problems(edit(plan, **{"cluster.time": "four hours"}))
+
+
+def test_precision_from_recipe_name(plan):
+    assert plan_precision(PreflightContext(plan=edit(plan, **{"recipe.name": "llama3_8b_pretrain_8gpu_b200_fp8cs_config"}))) == "fp8cs"
+    assert plan_precision(PreflightContext(plan=plan)) == "bf16"
+
+
+# ---------------------------------------------------------------------- the Plan itself invalid: exit 2
+def test_unknown_field_exits_2(plan, tmp_path):
+    path = write(plan, tmp_path)
+    path.write_text(path.read_text().replace("mode: pretrain", "mode: pretrain\nmodee: sft"))
+    result = cli("preflight", str(path))
+    assert result.returncode == 2 and "modee" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unparseable_plan_exits_2(tmp_path):
+    path = tmp_path / "plan.yaml"
+    path.write_text("name: [unclosed\n")
+    result = cli("preflight", str(path), "--no-cluster")
+    assert result.returncode == 2 and "not valid YAML" in result.stderr
+
+
+def test_missing_plan_file_exits_2(tmp_path):
+    assert cli("preflight", str(tmp_path / "nope.yaml")).returncode == 2
