@@ -212,6 +212,18 @@ def container_srun_flags(plan: Plan) -> list[str]:
     return flags
 
 
+def sbatch_args_as_parameters(plan: Plan) -> dict[str, object]:
+    """cluster.sbatch_args as {option: value} for libraries that take #SBATCH options as a dict
+    (NeMo-Run, submitit); they need the long form --name[=value]."""
+    params: dict[str, object] = {}
+    for arg in plan.cluster.sbatch_args:
+        if not arg.startswith("--") or len(arg) < 3:
+            raise UserError("executors.sbatch_arg_long_form", value=arg)
+        key, _, value = arg[2:].partition("=")
+        params[key] = value if value else True
+    return params
+
+
 def mpi_flags(plan: Plan) -> list[str]:
     mpi = plan.cluster.profile.mpi
     return [f"--mpi={mpi}"] if mpi else []

@@ -192,9 +192,7 @@ def _additional_parameters(plan: Plan) -> dict[str, Any]:
     params: dict[str, Any] = {"export": common.export_flag_value(plan)}
     if plan.launch.workdir:
         params["chdir"] = plan.launch.workdir
-    for arg in plan.cluster.sbatch_args:
-        key, _, value = arg.lstrip("-").partition("=")
-        params[key] = value if value else True
+    params.update(common.sbatch_args_as_parameters(plan))
     return params
 
 

@@ -132,7 +132,8 @@ class SbatchExecutor:
         # Slurm does not create the directory of --output; a missing one fails the job at launch
         log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, workdir))
         log_base.mkdir(parents=True, exist_ok=True)
-        job_id, raw = slurm_cli.sbatch(script, cwd=workdir)
+        # exactly the command in the script's header: the file name, run from the submit directory
+        job_id, raw = slurm_cli.sbatch(Path(script.name), cwd=workdir)
         return Submitted(
             executor=NAME,
             job_ids=[job_id],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,9 +93,7 @@ def slurm_parameters(plan: Plan) -> dict[str, Any]:
         additional["segment"] = seg
     if plan.launch.workdir:
         additional["chdir"] = plan.launch.workdir
-    for arg in c.sbatch_args:
-        key, _, value = arg.lstrip("-").partition("=")
-        additional[key] = value if value else True
+    additional.update(common.sbatch_args_as_parameters(plan))
     params: dict[str, Any] = {
         "name": plan.name,
         "nodes": c.nodes,
@@ -125,6 +124,8 @@ def _command_function(plan: Plan) -> Any:
 def _auto_executor(folder: Path, plan: Plan) -> Any:
     import submitit
 
+    if shutil.which("srun") is None:  # submitit refuses to build a Slurm executor without srun
+        raise UserError("executors.slurm_missing", command="srun")
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     executor.update_parameters(**slurm_parameters(plan))
     return executor

@@ -25,28 +25,17 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 from mbridge_launch.errors import UserError
+from mbridge_launch.ledger_records import (  # noqa: F401 - re-exported: the ledger API
+    ACTIVE_STATES, ALL_STATES, CANCELLED, COMPLETED, FAILED, FINAL_STATES, LOST, PENDING, RUNNING, SUBMIT_FAILED,
+    SUBMITTED, SUBMITTING, TIMEOUT, RollbackRecord, RunRecord, run_from_row,
+)
 from mbridge_launch.ledger_schema import migrate
 
 LEDGER_FILENAME = "ledger.sqlite3"
 BUSY_TIMEOUT_MS = 15_000
-
-# Run states. ACTIVE ones may still write checkpoints; the rest are final.
-SUBMITTING = "submitting"  # row written, scheduler call not known to have returned
-SUBMITTED = "submitted"  # scheduler accepted it; Slurm state not yet seen
-PENDING = "pending"
-RUNNING = "running"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-TIMEOUT = "timeout"
-SUBMIT_FAILED = "submit_failed"  # the scheduler refused it
-LOST = "lost"  # the process died between the two writes and Slurm has no such job
-ACTIVE_STATES = frozenset({SUBMITTING, SUBMITTED, PENDING, RUNNING})
-FINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, SUBMIT_FAILED, LOST})
-ALL_STATES = ACTIVE_STATES | FINAL_STATES
 
 _NETWORK_FS = {"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "beegfs", "fuse.sshfs", "ceph", "fuse.glusterfs", "wekafs"}
 
@@ -93,80 +82,6 @@ def filesystem_type(path: Path) -> str:
         if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
             best, best_type = point, parts[2]
     return best_type
-
-
-@dataclass
-class RunRecord:
-    id: int
-    name: str
-    plan_hash: str
-    plan_path: Optional[str]
-    plan_yaml: str
-    executor: str
-    cluster: dict[str, Any]
-    job_name: Optional[str]
-    job_token: str
-    job_ids: list[str]
-    script_path: Optional[str]
-    script_text: Optional[str]
-    work_dir: Optional[str]
-    save_dir: Optional[str]
-    log_paths: list[str]
-    state: str
-    slurm_state: Optional[str]
-    submitter: Optional[str]
-    parent_run_id: Optional[int]
-    created_at: float
-    submitted_at: Optional[float]
-    updated_at: float
-    error: Optional[str]
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE_STATES
-
-    def summary(self) -> dict[str, Any]:
-        """The fields `runs`/`status` show (no script or plan text)."""
-        return {
-            "id": self.id, "name": self.name, "state": self.state, "slurm_state": self.slurm_state,
-            "executor": self.executor, "job_ids": self.job_ids, "plan_hash": self.plan_hash,
-            "cluster": self.cluster, "save_dir": self.save_dir, "log_paths": self.log_paths,
-            "created_at": self.created_at, "submitted_at": self.submitted_at,
-            "parent_run_id": self.parent_run_id, "error": self.error,
-        }
-
-    def plan(self):  # -> Plan
-        """The Plan exactly as submitted (from the ledger's copy, not the possibly edited file)."""
-        import yaml
-
-        from mbridge_launch.plan import plan_from_dict
-
-        return plan_from_dict(yaml.safe_load(self.plan_yaml), f"ledger run {self.id}")
-
-
-_JSON_RUN_FIELDS = {"cluster": {}, "job_ids": [], "log_paths": []}
-
-
-def _run_from_row(row: sqlite3.Row) -> RunRecord:
-    data = dict(row)
-    for key, default in _JSON_RUN_FIELDS.items():
-        data[key] = json.loads(data[key]) if data.get(key) else default
-    return RunRecord(**data)
-
-
-@dataclass
-class RollbackRecord:
-    id: int
-    run_id: Optional[int]
-    save_dir: str
-    stamp: str
-    to_iter: int
-    from_iter: Optional[int]
-    state: str
-    journal: dict[str, Any]
-    trigger: Optional[dict[str, Any]]
-    created_at: float
-    updated_at: float
 
 
 @dataclass
@@ -336,7 +251,7 @@ class Ledger:
         if row is None:
             known = [r[0] for r in self.conn.execute("SELECT DISTINCT name FROM runs ORDER BY id DESC LIMIT 8")]
             raise UserError("ledger.run_not_found", run=text, known=", ".join(known) or "-")
-        return _run_from_row(row)
+        return run_from_row(row)
 
     def find_run(self, ref: int | str) -> RunRecord | None:
         try:
@@ -359,11 +274,11 @@ class Ledger:
         sql += " ORDER BY id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [_run_from_row(r) for r in self.conn.execute(sql, params)]
+        return [run_from_row(r) for r in self.conn.execute(sql, params)]
 
     def runs_for_save_dir(self, save_dir: str | Path) -> list[RunRecord]:
         rows = self.conn.execute("SELECT * FROM runs WHERE save_dir=? ORDER BY id DESC", (_norm(save_dir),))
-        return [_run_from_row(r) for r in rows]
+        return [run_from_row(r) for r in rows]
 
     def active_runs_with_plan_hash(self, plan_hash: str) -> list[RunRecord]:
         """For the gate's duplicate check: the same plan already submitted and not finished."""
@@ -371,7 +286,7 @@ class Ledger:
             f"SELECT * FROM runs WHERE plan_hash=? AND state IN ({','.join('?' * len(ACTIVE_STATES))}) ORDER BY id DESC",
             (plan_hash, *sorted(ACTIVE_STATES)),
         )
-        return [_run_from_row(r) for r in rows]
+        return [run_from_row(r) for r in rows]
 
     def run_chain(self, run_id: int) -> list[RunRecord]:
         """The run and its ancestors (resubmissions after rollbacks), oldest first."""
@@ -456,6 +371,22 @@ class _Submission:
             raw_output=getattr(submitted, "raw_output", "") or "",
         )
         return self.record
+
+
+def plan_save_dir(plan: Any, submit_dir: str | Path) -> str | None:
+    """The absolute checkpoint directory of a plan as the job will see it: a relative
+    checkpoint.save is relative to the job's start directory (launch.workdir, itself relative to
+    the submit directory, else the submit directory). Pass this as begin_submission(save_dir=)."""
+    if not plan.checkpoint.save:
+        return None
+    save = Path(plan.checkpoint.save).expanduser()
+    if save.is_absolute():
+        return str(save)
+    base = Path(submit_dir)
+    if plan.launch.workdir:
+        workdir = Path(plan.launch.workdir).expanduser()
+        base = workdir if workdir.is_absolute() else base / workdir
+    return os.path.abspath(base / save)
 
 
 def _norm(path: str | Path | None) -> str | None:

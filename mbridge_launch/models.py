@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Iterable
 
 from mbridge_launch.errors import UserError
@@ -65,6 +65,13 @@ class ModelArch:
     rope_theta: float | None = None
     position_embedding_type: str | None = None
 
+    def __hash__(self) -> int:  # hashed often by the planner's caches: compute once
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in fields(self)))
+
     # ------------------------------------------------------------------ shape helpers
     @property
     def kv_groups(self) -> int:
@@ -112,6 +119,10 @@ class ModelArch:
 
     def layer_counts(self) -> dict[str, int]:
         """Decoder layers by kind: attention, mamba, mlp (dense), moe (without MTP)."""
+        return dict(self._layer_counts)
+
+    @cached_property
+    def _layer_counts(self) -> dict[str, int]:
         if self.is_hybrid:
             p = self.hybrid_layer_pattern or ""
             return {"attention": p.count("*"), "mamba": p.count("M"), "mlp": p.count("-"), "moe": p.count("E")}
@@ -121,6 +132,10 @@ class ModelArch:
     def layer_kinds(self) -> tuple[str, ...]:
         """One letter per decoder layer in order (M, *, -, E); a transformer layer is '*-' or '*E',
         written as its MLP kind ('-' or 'E') with attention implied."""
+        return self._layer_kinds
+
+    @cached_property
+    def _layer_kinds(self) -> tuple[str, ...]:
         if self.is_hybrid:
             return tuple(self.hybrid_layer_pattern or "")
         dense = self.moe_first_dense_layers if self.is_moe else self.num_layers
@@ -128,6 +143,10 @@ class ModelArch:
 
     # ------------------------------------------------------------------ parameter counts
     def attention_params(self) -> int:
+        return self._cached_attention_params
+
+    @cached_property
+    def _cached_attention_params(self) -> int:
         h = self.hidden_size
         n = self.num_attention_heads
         if self.is_mla:
@@ -144,15 +163,27 @@ class ModelArch:
         return h * d * (2 * n + 2 * self.kv_groups) + h
 
     def mlp_params(self) -> int:
+        return self._cached_mlp_params
+
+    @cached_property
+    def _cached_mlp_params(self) -> int:
         mats = 3 if self.gated_linear_unit else 2
         return mats * self.hidden_size * (self.ffn_hidden_size or 0) + self.hidden_size
 
     def expert_params(self) -> int:
+        return self._cached_expert_params
+
+    @cached_property
+    def _cached_expert_params(self) -> int:
         """One routed expert."""
         mats = 3 if self.gated_linear_unit else 2
         return mats * self.hidden_size * self.expert_ffn
 
     def moe_layer_params(self) -> tuple[int, int]:
+        return self._cached_moe_layer_params
+
+    @cached_property
+    def _cached_moe_layer_params(self) -> tuple[int, int]:
         """(parameters that every EP rank holds: router, shared expert, norm; routed experts)."""
         mats = 3 if self.gated_linear_unit else 2
         h = self.hidden_size
@@ -160,6 +191,10 @@ class ModelArch:
         return shared + h * (self.num_moe_experts or 0) + h, self.expert_params() * (self.num_moe_experts or 0)
 
     def mamba_params(self) -> int:
+        return self._cached_mamba_params
+
+    @cached_property
+    def _cached_mamba_params(self) -> int:
         h = self.hidden_size
         heads = self.mamba_num_heads or (2 * h // (self.mamba_head_dim or 64))
         d_inner = heads * (self.mamba_head_dim or 64)
@@ -172,6 +207,10 @@ class ModelArch:
         return self.padded_vocab(tp) * self.hidden_size
 
     def mtp_params(self) -> int:
+        return self._cached_mtp_params
+
+    @cached_property
+    def _cached_mtp_params(self) -> int:
         """Each MTP layer: two norms, the 2h x h projection, one decoder layer (its MLP kind is the
         last decoder layer's), a final norm; it shares the embedding and output head."""
         if not self.mtp_num_layers:
@@ -181,6 +220,7 @@ class ModelArch:
         mlp = sum(self.moe_layer_params()) if last_moe else self.mlp_params()
         return self.mtp_num_layers * (3 * h + 2 * h * h + self.attention_params() + mlp)
 
+    @cached_property
     def _param_split(self) -> tuple[int, int]:
         """(non-expert parameters, routed expert parameters), decoder + MTP + embeddings."""
         counts = self.layer_counts()
@@ -199,17 +239,17 @@ class ModelArch:
 
     @property
     def total_params(self) -> int:
-        dense, routed = self._param_split()
+        dense, routed = self._param_split
         return dense + routed
 
     @property
     def expert_total_params(self) -> int:
-        return self._param_split()[1]
+        return self._param_split[1]
 
     @property
     def active_params(self) -> int:
         """Parameters one token passes through (top-k of the routed experts)."""
-        dense, routed = self._param_split()
+        dense, routed = self._param_split
         if not self.is_moe:
             return dense
         return dense + routed * (self.moe_router_topk or 0) // (self.num_moe_experts or 1)

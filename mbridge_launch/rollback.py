@@ -2,7 +2,8 @@
 
 A rollback to iteration A, with newer checkpoints B < C and trackers pointing at C:
 
-  0. lock SAVE/.mbridge-launch.lock (non-blocking; a second rollback fails at once)
+  0. check the target (before touching anything), then lock SAVE/.mbridge-launch.lock
+     (non-blocking: a second rollback or undo fails at once with "another rollback is in progress")
   1. finish any interrupted rollback/undo found in SAVE/rolled_back/*/ROLLBACK.json
   2. check that iter_A is complete
   3. write the journal rolled_back/<stamp>/ROLLBACK.json: state `started`, the original tracker
@@ -24,7 +25,9 @@ Undo (the newest `done` rollback; refused if training went on since: trackers ch
 iter_* newer than A appeared): journal `undoing` [undo_journal]; rename the directories back,
 oldest first [undo_moved_k]; restore the .txt then latest_train_state.pt bytes, mode and mtime
 [undo_txt, undo_pt]; remove the journal and the stamp folder (and rolled_back/ if the rollback
-created it) [undo_cleanup]; restore SAVE's mtime. The tree is then byte-identical to before.
+created it) [undo_cleanup]; drop the lock file; restore SAVE's (and rolled_back/'s) times. The tree
+is then byte-identical to before: contents, modes and mtimes of every file and directory. (After
+a crash in the last instant, between [undo_cleanup] and the end, only SAVE's own mtime differs.)
 
 Recovery (step 1, any later rollback/undo command): a journal in `started` is rolled FORWARD (all
 steps are idempotent: write a tracker only if different, move what is still in place); one in

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from mbridge_launch import ledger as L
 from mbridge_launch.errors import CheckFailed, UserError
@@ -27,6 +27,7 @@ from mbridge_launch.lossmon import LogFollower, LossWatcher, Trigger, parse_line
 
 ResubmitHook = Callable[[L.Ledger, L.RunRecord, int, Trigger], L.RunRecord]
 SKIP_KEY = "train.iterations_to_skip"
+SEED_KEY = "rng.seed"
 
 
 @dataclass
@@ -112,6 +113,7 @@ class Watcher:
             now = time.monotonic()
             if run.active and now - last_refresh >= self.refresh_s:
                 last_refresh = now
+                run = self.ledger.get_run(run.id)  # another command may have recorded job ids or a state
                 run = refresh(self.ledger, [run], self.query)[0]
             finishing = not run.active
             if not wrote and not finishing:
@@ -172,27 +174,39 @@ class _exclusive:
 
 
 # ---------------------------------------------------------------------- the default resubmission
-def skip_plan(plan, iteration: int, reason: str):
-    """The plan with `iteration` added to train.iterations_to_skip (a convergence change) and
-    checkpoint.load set to the save directory, so the new job resumes from the rollback."""
+def resubmission_plan(plan, *, reason: str, skip_iters: Iterable[int] = (), seed: Optional[int] = None):
+    """The plan to resubmit after a rollback: `skip_iters` added to train.iterations_to_skip
+    (the batches are consumed without an update) and/or a new `rng.seed`, each a convergence
+    change with `reason`; checkpoint.load set to the save directory when empty, so the new job
+    resumes from the rolled-back trackers. Shared by the watcher and `rollback --resubmit`."""
     from mbridge_launch.plan import Override, plan_from_dict
 
     data = plan.canonical_dict()
-    skips: list[int] = []
+    skips: set[int] = set()
     kept = []
     for o in data["overrides"]:
         if o["key"] == SKIP_KEY:
-            skips = [int(x) for x in o["value"].strip("[] ").split(",") if x.strip()]
-        else:
+            skips |= {int(x) for x in o["value"].strip("[] ").split(",") if x.strip()}
+        elif not (seed is not None and o["key"] == SEED_KEY):
             kept.append(o)
-    skips = sorted(set(skips) | {iteration})
-    kept.append(Override.model_validate({
-        "key": SKIP_KEY, "value": "[" + ",".join(map(str, skips)) + "]", "class": "convergence",
-        "reason": reason, "source": "launcher"}).model_dump(mode="json", by_alias=True))
+    skips |= {int(i) for i in skip_iters}
+
+    def change(key: str, value: str) -> dict:
+        return Override.model_validate({"key": key, "value": value, "class": "convergence", "reason": reason,
+                                        "source": "launcher"}).model_dump(mode="json", by_alias=True)
+
+    if skips:
+        kept.append(change(SKIP_KEY, "[" + ",".join(map(str, sorted(skips))) + "]"))
+    if seed is not None:
+        kept.append(change(SEED_KEY, str(int(seed))))
     data["overrides"] = kept
     if not data["checkpoint"].get("load"):
         data["checkpoint"]["load"] = data["checkpoint"].get("save")
     return plan_from_dict(data, "resubmission")
+
+
+def skip_plan(plan, iteration: int, reason: str):
+    return resubmission_plan(plan, reason=reason, skip_iters=[iteration])
 
 
 def resubmit_skipping_batch(ledger: L.Ledger, run: L.RunRecord, to_iter: int, trigger: Trigger,

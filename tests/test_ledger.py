@@ -347,3 +347,59 @@ def test_runs_empty_and_logs(tmp_path, fake_bin):
     assert follow.returncode == 0 and "line two" in follow.stdout
     missing = cli("logs", "nope", "--ledger", str(db), "--lang", "zh")
     assert missing.returncode == 2 and "台账中没有运行" in missing.stderr
+
+
+def test_plan_save_dir_resolution(tmp_path):
+    from plan_fixtures import single_node_h100, with_changes
+
+    plan = single_node_h100()
+    assert L.plan_save_dir(plan, "/submit") == "/lustre/ckpt/llama3-8b-sft"
+    rel = with_changes(plan, checkpoint={"save": "ckpt/run"}, launch={"workdir": "work"})
+    assert L.plan_save_dir(rel, "/submit") == "/submit/work/ckpt/run"
+    no_workdir = with_changes(rel, launch={"workdir": None})
+    assert L.plan_save_dir(no_workdir, "/submit") == "/submit/ckpt/run"
+    assert L.plan_save_dir(with_changes(plan, checkpoint={"save": None}), "/submit") is None
+
+
+# ---------------------------------------------------------------------- on the real local Slurm
+@pytest.mark.slurm
+@pytest.mark.parametrize("killed", ["before_sbatch", "after_sbatch"])
+def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shared_dir, tmp_path, killed):
+    """kill -9 of the submitting process right after the `submitting` row (before sbatch) or right
+    after sbatch (before the job id is written): the next command reconciles with squeue/sacct."""
+    from test_watch import e2e_plan
+
+    from mbridge_launch.plan import save_plan
+
+    name = f"reconcile-{killed}-{os.getpid()}-{int(time.time())}"
+    plan, _save = e2e_plan(shared_dir, name, train_iters=3, save_interval=10, env={}, auto=False)
+    plan_path = save_plan(plan, tmp_path / "plan.yaml")
+    db = tmp_path / "l.db"
+    code = textwrap.dedent(f"""
+        import os
+        from mbridge_launch.launch import submit_plan
+        from mbridge_launch.ledger import Ledger, plan_save_dir
+        from mbridge_launch.plan import load_plan
+        plan = load_plan({str(plan_path)!r})
+        ledger = Ledger.open({str(db)!r})
+        ledger.begin_submission(name=plan.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),
+                                executor="sbatch", work_dir={str(shared_dir)!r},
+                                save_dir=plan_save_dir(plan, {str(shared_dir)!r}))
+        if {killed!r} == "after_sbatch":
+            submit_plan(plan, "sbatch", {str(shared_dir)!r})
+        os.kill(os.getpid(), 9)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    out = cli("runs", "--ledger", str(db), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(out.stdout)
+    if killed == "before_sbatch":
+        assert row["state"] == "lost" and row["job_ids"] == [] and "marked lost" in out.stderr
+        return
+    assert row["state"] in ("pending", "running", "completed") and len(row["job_ids"]) == 1, (row, out.stderr)
+    job = row["job_ids"][0]
+    assert slurm_cluster.scontrol_job(job)["JobName"] == name
+    assert slurm_cluster.wait(job, timeout=120) == "COMPLETED"
+    status = json.loads(cli("status", name, "--ledger", str(db), "--format", "json").stdout)
+    assert status["state"] == "completed" and any(e["kind"] == "reconcile" for e in status["events"])

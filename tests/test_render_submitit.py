@@ -107,3 +107,12 @@ def test_task_command_stops_before_the_trainer_on_a_bad_node(tmp_path):
     assert proc.returncode == 1
     assert "expected 8 x h100 GPUs, found 7 x NVIDIA H100 80GB HBM3" in proc.stderr
     assert proc.stdout.strip() == ""  # the trainer never ran
+
+
+def test_short_sbatch_options_are_refused_for_dict_based_executors():
+    plan = pf.with_changes(pf.two_node_h100(), cluster={"sbatch_args": ["-Cgpu"]})
+    for name in ("submitit", "nemo-run"):
+        with pytest.raises(UserError) as err:
+            get_executor(name).render(plan) if name == "submitit" else \
+                get_executor(name, nemorun_home="/shared/nemorun-home").render(plan)
+        assert err.value.key == "executors.sbatch_arg_long_form"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import json
 import os
 import stat
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mbridge_launch import checkpoints as C
+from mbridge_launch import lossmon as M
 from mbridge_launch import rollback as R
 from mbridge_launch.errors import CheckFailed, UserError
 from mbridge_launch.ledger import Ledger
@@ -386,3 +386,50 @@ def test_active_run_refused_then_cancelled(tmp_path, state_env, fake_slurm):
         actions = [c["action"] for c in ledger.confirmations(run_id)]
         assert actions == ["cancel", "rollback"]
         assert ledger.rollbacks(run_ids=[run_id])[0].state == "done"
+
+
+# ---------------------------------------------------------------------- with the stand-in trainer
+def standin(save: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
+    """Run the stand-in trainer locally (one rank, no Slurm) into `save`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "MBL_STANDIN_"))}
+    env.update(MBL_STANDIN_ITER_SECONDS="0", MBL_STANDIN_REPORT_DIR=str(tmp / "report"))
+    argv = [sys.executable, str(ROOT / "tests" / "standin_trainer.py"), "--recipe", "llama3_8b_pretrain_config",
+            "--dataset", "mock", "--save_dir", str(save), "--load_dir", str(save), "--save_interval", "10", *extra]
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+def test_standin_resumes_from_the_rolled_back_iteration(tmp_path):
+    save = tmp_path / "ckpt"
+    standin(save, tmp_path, "-ms", "30")
+    report = C.list_checkpoints(save)
+    assert [(c.iteration, c.complete) for c in report.checkpoints] == [(10, True), (20, True), (30, True)]
+    assert report.resume.iteration == 30 and report.trackers.pt_matched_by == "bytes"
+    before = tree_digest(save)
+    R.rollback(save, 10)
+    R.undo(save)
+    assert tree_digest(save) == before  # byte-identical on the trainer's own files
+    R.rollback(save, 10)
+    again = standin(save, tmp_path, "-ms", "30")
+    assert "at iteration 10" in again.stdout  # Bridge's resume order picked the rolled-back tracker
+    logged = [r.iteration for r in M.parse_log(again.stdout.splitlines()) if isinstance(r, M.IterationLog)]
+    assert logged[0] == 11 and logged[-1] == 30
+    with pytest.raises(CheckFailed):  # a new timeline exists: undo refuses rather than mix them
+        R.undo(save)
+    assert sorted(C.iter_dirs(save)) == [10, 20, 30]
+    assert [s.iterations for s in C.list_checkpoints(save).rolled_back] == [[20, 30]]
+
+
+def test_pinned_resume_point_is_warned(tmp_path, state_env):
+    from plan_fixtures import single_node_h100, with_changes
+
+    save = make_save_dir(tmp_path)
+    plan = with_changes(single_node_h100(), checkpoint={"save": str(save), "load": str(save / "iter_0000300")})
+    ledger_path = Path(state_env["MBRIDGE_LAUNCH_STATE_DIR"]) / "ledger.sqlite3"
+    with Ledger.open(ledger_path) as ledger:
+        run = ledger.begin_submission(name="pinned", plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),
+                                      executor="sbatch", save_dir=str(save))
+        ledger.set_state(run.id, "completed")
+    out = cli("rollback", "pinned", "--to", "100", "--dry-run", env=state_env)
+    assert out.returncode == 0 and "pins its resume point" in out.stderr and "iter_0000300" in out.stderr

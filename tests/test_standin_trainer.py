@@ -311,7 +311,7 @@ def test_loss_spike(clean_env, capsys, monkeypatch):
     assert loss[6] < loss[4] < loss[5]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
 def test_signal_checkpoints_and_exits_cleanly(clean_env, sig):
     save = clean_env / "ckpt"
     env = dict(os.environ, MBL_STANDIN_ITER_SECONDS="0.1")

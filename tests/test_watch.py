@@ -18,9 +18,10 @@ from mbridge_launch import checkpoints as C
 from mbridge_launch import ledger as L
 from mbridge_launch.errors import CheckFailed
 from mbridge_launch.ledger_reconcile import JobInfo
-from mbridge_launch.lossmon import Trigger
 from mbridge_launch.plan import AutoRollback
-from mbridge_launch.watch import SKIP_KEY, Watcher, _exclusive, resubmit_skipping_batch, skip_plan
+from mbridge_launch.watch import (
+    SEED_KEY, SKIP_KEY, Watcher, _exclusive, resubmission_plan, resubmit_skipping_batch, skip_plan,
+)
 from plan_fixtures import single_node_h100, with_changes
 from test_checkpoints import log_line, make_save_dir
 
@@ -161,12 +162,48 @@ def test_one_watcher_per_run(harness):
     assert err.value.key == "watch.already_watching"
 
 
-def test_skip_plan_accumulates():
-    plan = single_node_h100()
+def test_resubmission_plan_accumulates_and_sets_seed():
+    plan = with_changes(single_node_h100(), checkpoint={"load": None})
     once = skip_plan(plan, 25, "r")
     twice = skip_plan(once, 31, "r")
     assert [o.value for o in twice.overrides if o.key == SKIP_KEY] == ["[25,31]"]
-    assert twice.plan_hash() != plan.plan_hash()
+    assert twice.plan_hash() != plan.plan_hash() and twice.checkpoint.load == plan.checkpoint.save
+    seeded = resubmission_plan(twice, reason="new seed", seed=1234)
+    again = resubmission_plan(seeded, reason="newer seed", seed=99)
+    assert [(o.key, o.value, o.change_class) for o in again.overrides if o.key in (SKIP_KEY, SEED_KEY)] == \
+        [(SKIP_KEY, "[25,31]", "convergence"), (SEED_KEY, "99", "convergence")]
+
+
+def test_watch_command(tmp_path):
+    """The CLI on a finished job (fake sacct says COMPLETED): report-only without auto_rollback."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sacct").write_text("#!/bin/sh\necho '1|demo|COMPLETED|2026-11-29T20:00:00|'\n")
+    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    save = make_save_dir(tmp_path, (10, 20))
+    plan = with_changes(single_node_h100(), checkpoint={"save": str(save)})
+    log = tmp_path / "job.log"
+    db = tmp_path / "l.db"
+    with L.Ledger.open(db) as ledger:
+        run = ledger.begin_submission(name="demo", plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),
+                                      executor="fake", save_dir=str(save))
+        ledger.mark_submitted(run.id, ["1"], log_paths=[str(log)])
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "MBRIDGE_LAUNCH_LANG": "en"}
+
+    def watch(*extra):
+        return subprocess.run([sys.executable, "-m", "mbridge_launch", "watch", "demo", "--ledger", str(db),
+                               "--poll", "0.05", *extra], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+
+    log.write_text("".join(log_line(i, "4.0E+00") for i in range(1, 20)) + log_line(20, "nan"))
+    bad = watch()
+    assert bad.returncode == 1 and "reporting only" in bad.stderr and "nan at iteration 20" in bad.stderr
+    assert sorted(C.iter_dirs(save)) == [10, 20]  # not acted upon
+    log.write_text("".join(log_line(i, "4.0E+00") for i in range(1, 21)))
+    good = watch("--format", "json")
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["outcome"] == "finished"
 
 
 # ---------------------------------------------------------------------- end to end on Slurm
@@ -197,7 +234,7 @@ def submit_recorded(ledger: L.Ledger, plan, workdir: Path) -> L.RunRecord:
     from mbridge_launch.launch import submit_plan
 
     with ledger.submission(name=plan.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(), executor="sbatch",
-                           work_dir=str(workdir), save_dir=plan.checkpoint.save) as sub:
+                           work_dir=str(workdir), save_dir=L.plan_save_dir(plan, workdir)) as sub:
         return sub.done(submit_plan(plan, "sbatch", workdir))
 
 

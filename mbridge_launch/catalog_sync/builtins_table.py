@@ -176,6 +176,13 @@ def _type(interp: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return Unknown("type")
 
 
+def _bool(args: list[Any]) -> Any:
+    if not args:
+        return False
+    verdict = truth(args[0])
+    return Unknown("bool") if verdict is None else verdict
+
+
 def _noop(interp: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return None
 
@@ -193,7 +200,7 @@ BUILTINS: dict[str, Any] = {
     "int": Builtin("int", _plain(int)),
     "float": Builtin("float", _plain(float)),
     "str": Builtin("str", _plain(str)),
-    "bool": Builtin("bool", lambda i, a, k: (lambda t: Unknown("bool") if t is None else t)(truth(a[0])) if a else False),
+    "bool": Builtin("bool", lambda i, a, k: _bool(a)),
     "list": Builtin("list", _container(list)),
     "tuple": Builtin("tuple", _container(tuple)),
     "dict": Builtin("dict", _container(dict)),

@@ -193,9 +193,6 @@ class ExpressionMixin:
             return Unknown("slice")
         return slice(*parts)
 
-    def _eval_Index(self, node: Any, frame: Any) -> Any:  # Python < 3.9 AST shape
-        return self.eval(node.value, frame)
-
     # --- operators --------------------------------------------------------------------------------
     def _eval_BinOp(self, node: ast.BinOp, frame: Any) -> Any:
         left = self.eval(node.left, frame)

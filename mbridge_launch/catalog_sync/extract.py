@@ -174,8 +174,9 @@ class Extractor:
         preset = to_data(self.get(source, "dataset_name")) if source is not None else None
         hf_path = to_data(self.get(source, "path_or_dataset")) if source is not None else None
         if "MockGPTDatasetConfig" in lineage or ("GPTDatasetConfig" in lineage and "GPTSFTDatasetConfig" not in lineage):
+            # mock data unless the recipe names data (a blend or data_path known to be set)
             blend = [self.get(dataset, a) for a in ("blend", "blend_per_split", "data_path")]
-            info["selector"] = "mock" if all(v is None for v in blend) else "megatron-indexed"
+            info["selector"] = "megatron-indexed" if any(v is not None and not isinstance(v, Unknown) for v in blend) else "mock"
         elif "MockVLMSFTDatasetConfig" in lineage:
             info["selector"], info["modality"] = "mock", "vlm"
         elif "EnergonDatasetConfig" in lineage:

@@ -86,7 +86,7 @@ def _list(args: argparse.Namespace) -> int:
         layout = _layout_text(recipe)
         marks = "!" if recipe.errors else " "
         alias = f"  ({', '.join(recipe.aliases)})" if recipe.aliases else ""
-        out.write(f"{marks} {recipe.kind[:5]:5} {recipe.name}{alias}\n      {layout}\n")
+        out.write(f"{marks} {recipe.kind:9} {recipe.name}{alias}\n      {layout}\n")
     return 0
 
 
@@ -132,9 +132,8 @@ def _show(args: argparse.Namespace) -> int:
         (t("catalog.show.dataset"), _pairs(recipe.dataset)),
         (t("catalog.show.features"), _pairs(recipe.features)),
     ]
-    width = max(len(label) for label, _ in rows)
     for label, value in rows:
-        print(f"{label:<{width}}  {value}")
+        print(f"{label}: {value}")
     print(f"{t('catalog.show.findings')}:")
     if not recipe.findings:
         print(f"  {t('catalog.show.no_findings')}")

@@ -30,6 +30,13 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def _width(text: str) -> int:
+    """Terminal columns: CJK characters take two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
 def _loss(value) -> str:
     if value is None:
         return "-"
@@ -55,12 +62,15 @@ def print_report(report) -> None:
     if not report.checkpoints:
         print("  " + t("ckpt.none"))
     else:
-        print("  " + t("ckpt.columns"))
+        rows = [t("ckpt.columns").split("  ")]
         for c in report.checkpoints:
             complete = t("ckpt.complete") if c.complete else t("ckpt.incomplete", missing=", ".join(c.missing))
-            trackers = ",".join("pt" if n.endswith(".pt") else "txt" for n in c.tracked_by) or "-"
+            trackers = ",".join(sorted("pt" if n.endswith(".pt") else "txt" for n in c.tracked_by)) or "-"
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.mtime)) if c.mtime else "-"
-            print(f"  {c.iteration:>9}  {complete}  {_size(c.size_bytes)}  {when}  {trackers}  {_loss(c.loss)}")
+            rows.append([str(c.iteration), complete, _size(c.size_bytes), when, trackers, _loss(c.loss)])
+        widths = [max(_width(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  " + "  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row, widths)).rstrip())
         for c in report.checkpoints:
             if c.notes:
                 print("  " + t("ckpt.notes", iteration=c.iteration, notes=", ".join(c.notes)))

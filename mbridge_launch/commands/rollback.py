@@ -83,6 +83,26 @@ def _ensure_stopped(ledger, target, args, confirm_method_holder: list) -> None:
         cancel_and_wait(ledger, run)
 
 
+def _warn_if_pinned(target) -> None:
+    """Bridge resolves `load` at an iter dir and checkpoint.ckpt_step before the trackers: a plan
+    with either would not resume from the rollback."""
+    from mbridge_launch.checkpoints import parse_iter_dirname
+    from mbridge_launch.errors import UserError
+
+    if target.run is None:
+        return
+    try:
+        plan = target.run.plan()
+    except UserError:
+        return
+    pinned = [f"checkpoint.{o.key.split('.', 1)[1]}={o.value}" for o in plan.overrides if o.key == "checkpoint.ckpt_step"]
+    if plan.checkpoint.load and parse_iter_dirname(plan.checkpoint.load.rstrip("/").rsplit("/", 1)[-1]) is not None:
+        pinned.append(f"checkpoint.load={plan.checkpoint.load}")
+    if pinned:
+        print(t("warning.prefix", message=t("rollback.pinned", run=target.run.name, settings=", ".join(pinned))),
+              file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from mbridge_launch import rollback as rb
     from mbridge_launch.ledger_cli import confirm, open_ledger, resolve_target
@@ -111,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
             _ensure_stopped(ledger, target, args, held)
             method = held[0] if held else confirm(target.label, yes=args.yes, action_key="rollback.action_undo")
             ledger.record_confirmation(run_id, "undo", method, {"save_dir": str(target.save_dir), "stamp": preview.stamp})
-            result = rb.undo(target.save_dir, stamp=args.undo or None, ledger=ledger)
+            # undo exactly what was shown and confirmed (refused if a recovery made another one newest)
+            result = rb.undo(target.save_dir, stamp=preview.stamp, ledger=ledger)
             if result.recovered:
                 print(t("rollback.recovered", stamps=", ".join(result.recovered)))
             print(t("rollback.undone", stamp=result.stamp, path=result.save_dir))
@@ -126,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
             print_json(plan.__dict__)
             return 0
         _print_plan(plan)
+        _warn_if_pinned(target)
         if args.dry_run:
             print(t("rollback.dry_run_done"))
             return 0

@@ -1,4 +1,8 @@
-"""`mbridge-launch submit PLAN --executor sbatch|nemo-run|submitit [--dry-run] [--workdir DIR]`."""
+"""`mbridge-launch submit PLAN --executor sbatch|nemo-run|submitit`: through the gate.
+
+--dry-run prints the exact script or experiment and submits nothing. Otherwise preflight runs,
+the plan card is shown, and the job is submitted only after confirmation (typed, or --yes).
+"""
 
 from __future__ import annotations
 
@@ -6,44 +10,62 @@ import argparse
 
 from mbridge_launch.i18n import t
 
-HELP = "render a plan for an executor and submit it to Slurm (--dry-run prints the exact script and submits nothing)"
+HELP = "submit a plan through the gate (preflight, plan card, confirmation); --dry-run prints the exact script"
 EXECUTORS = ("sbatch", "nemo-run", "submitit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.cli import add_common
+    from mbridge_launch.ledger_cli import add_ledger_argument
 
-    parser.add_argument("plan", help="plan file (YAML) written by `mbridge-launch plan`")
+    parser.add_argument("plan", help="plan file (YAML) written by `recommend -o` or `plan -o`")
     parser.add_argument("--executor", choices=EXECUTORS, default="sbatch", help="how to submit (default: sbatch)")
     parser.add_argument("--dry-run", action="store_true", help="print the exact script or experiment; submit nothing")
     parser.add_argument("--workdir", help="directory for the rendered script / NeMo-Run home (default: current directory)")
+    parser.add_argument("--yes", action="store_true", help="confirm without a prompt (for scripts and CI)")
+    parser.add_argument("--force", action="store_true", help="submit although preflight found errors (needs --reason)")
+    parser.add_argument("--reason", help="why --force is justified; recorded in the ledger")
+    parser.add_argument("--resubmit", action="store_true", help="submit a plan that is already submitted and not finished")
+    parser.add_argument("--no-cluster-checks", action="store_true", help="skip the Slurm queries of preflight")
+    parser.add_argument("--confirm-threshold", type=float, metavar="GPU_HOURS",
+                        help="above this many GPU-hours the run name must be typed (default 100, or $MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS)")
+    add_ledger_argument(parser)
     add_common(parser)
 
 
+def _print_dry_run(plan, result, fmt: str) -> int:  # noqa: ANN001
+    from mbridge_launch.output import print_json
+    from mbridge_launch.quoting import sh_join
+
+    if fmt == "json":
+        print_json({"executor": result.executor, "submit_command": result.submit_command,
+                    "text": result.text, "files": result.files, "plan_hash": plan.plan_hash()})
+        return 0
+    print(t("executors.submit.dry_run_header", executor=result.executor, command=sh_join(result.submit_command)))
+    print(result.text, end="" if result.text.endswith("\n") else "\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    from mbridge_launch.executors.base import Rendered
+    from pathlib import Path
+
+    from mbridge_launch.gate import GateOptions, submit_gated
     from mbridge_launch.launch import submit_plan
     from mbridge_launch.output import print_json
     from mbridge_launch.plan import load_plan
-    from mbridge_launch.quoting import sh_join
 
     plan = load_plan(args.plan)
-    result = submit_plan(plan, args.executor, args.workdir, dry_run=args.dry_run)
-    if isinstance(result, Rendered):
-        if args.format == "json":
-            print_json({"executor": result.executor, "submit_command": result.submit_command,
-                        "text": result.text, "files": result.files, "plan_hash": plan.plan_hash()})
-            return 0
-        print(t("executors.submit.dry_run_header", executor=result.executor,
-                command=sh_join(result.submit_command)))
-        print(result.text, end="" if result.text.endswith("\n") else "\n")
-        return 0
+    if args.dry_run:
+        return _print_dry_run(plan, submit_plan(plan, args.executor, args.workdir, dry_run=True), args.format)
+    options = GateOptions(executor=args.executor, yes=args.yes, force=args.force, reason=args.reason,
+                          resubmit=args.resubmit, workdir=Path(args.workdir) if args.workdir else None,
+                          ledger_path=args.ledger, cluster_checks=not args.no_cluster_checks,
+                          threshold_gpu_hours=args.confirm_threshold)
+    result = submit_gated(plan, options, plan_path=args.plan, plan_text=Path(args.plan).read_text(encoding="utf-8"))
     if args.format == "json":
-        print_json({"executor": result.executor, "job_ids": result.job_ids, "plan_hash": plan.plan_hash(),
-                    "script": str(result.script_path) if result.script_path else None,
-                    "logs": [str(p) for p in result.log_paths]})
+        print_json({"run_id": result.run_id, "name": plan.name, "executor": args.executor, "job_ids": result.job_ids,
+                    "plan_hash": plan.plan_hash(), "script": result.script_path, "confirmation": result.confirmation})
         return 0
-    print(t("executors.submit.submitted", name=plan.name, executor=result.executor,
-            job_ids=", ".join(result.job_ids), script=result.script_path or "-",
-            logs=", ".join(str(p) for p in result.log_paths) or "-"))
+    print(t("gate.submitted", name=plan.name, id=result.run_id, jobs=", ".join(result.job_ids),
+            executor=args.executor, script=result.script_path))
     return 0

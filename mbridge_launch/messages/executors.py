@@ -22,6 +22,10 @@ MESSAGES = {
         "cluster.sbatch_args item '{value}' is not an option (it must start with '-', e.g. --reservation=NAME)",
         "cluster.sbatch_args 中的 '{value}' 不是选项（必须以 '-' 开头，例如 --reservation=NAME）",
     ),
+    "executors.sbatch_arg_long_form": (
+        "cluster.sbatch_args item '{value}' must use the long form --name or --name=value with this executor (e.g. --constraint=gpu, not -C gpu)",
+        "使用此执行器时，cluster.sbatch_args 中的 '{value}' 必须写成长格式 --name 或 --name=value（例如 --constraint=gpu，而不是 -C gpu）",
+    ),
     "executors.secret_value_in_env": (
         "env_vars sets a value for '{name}', which cluster.secrets lists as a secret; secrets travel by name only: remove it from env_vars",
         "env_vars 为 '{name}' 设置了值，但 cluster.secrets 将其列为密钥；密钥只能按名称传递：请从 env_vars 中删除",
@@ -97,10 +101,6 @@ MESSAGES = {
         "节点检查通过（{nodes} 个节点）；开始启动训练程序",
     ),
     # ---------------------------------------------------------------- submit command
-    "executors.submit.help": (
-        "render a plan for an executor and submit it to Slurm (--dry-run prints the exact script and submits nothing)",
-        "为执行器渲染计划并提交到 Slurm（--dry-run 只打印完整脚本，不提交）",
-    ),
     "executors.submit.dry_run_header": (
         "# dry run: nothing was submitted. Executor {executor}; submit command: {command}",
         "# 试运行（不提交）：未提交任何作业。执行器 {executor}；提交命令：{command}",

@@ -26,14 +26,9 @@ MESSAGES = {
         "运行 {run}（#{id}）在提交过程中被中断，且目前无法查询 Slurm（squeue/sacct 失败）；在能查询之前保持 'submitting' 状态",
     ),
     # runs
-    "ledger.runs.help": ("list the runs recorded in the ledger", "列出台账中记录的运行"),
     "ledger.runs.none": ("no runs recorded in {path}", "{path} 中没有记录任何运行"),
     "ledger.runs.header": ("ID  NAME  STATE  EXECUTOR  JOBS  SUBMITTED  SAVE DIR", "编号  名称  状态  执行器  作业  提交时间  保存目录"),
     # status
-    "ledger.status.help": (
-        "show a run's state, reconciled with Slurm (squeue/sacct)",
-        "显示运行状态（已与 Slurm 的 squeue/sacct 核对）",
-    ),
     "ledger.status.run": ("run {name} (#{id})", "运行 {name}（#{id}）"),
     "ledger.status.state": ("state: {state} (Slurm: {slurm})", "状态：{state}（Slurm：{slurm}）"),
     "ledger.status.jobs": ("jobs: {jobs} via {executor}", "作业：{jobs}，执行器 {executor}"),
@@ -48,7 +43,6 @@ MESSAGES = {
         "无法查询 Slurm；显示最后记录的状态",
     ),
     # logs
-    "ledger.logs.help": ("print a run's log (-f: follow it while the run is active)", "打印运行日志（-f：在运行期间持续跟踪）"),
     "ledger.logs.none": (
         "run {run} has no log file recorded (executor {executor}); its jobs: {jobs}",
         "运行 {run} 没有记录日志文件（执行器 {executor}）；其作业：{jobs}",

@@ -41,8 +41,8 @@ MESSAGES = {
         "{gpus} GPUs do not fill whole {gpu_type} nodes of {per_node} GPUs; use 1..{per_node} or a multiple of {per_node}",
         "{gpus} 个 GPU 无法组成完整的 {gpu_type} 节点（每节点 {per_node} 个 GPU）；请使用 1..{per_node} 或 {per_node} 的倍数",
     ),
-    "recommend.override_rule": ("override {key}={value}: {reason}", "覆盖项 {key}={value}：{reason}"),
-    "recommend.override_int": ("override {key} needs a positive integer, got '{value}'", "覆盖项 {key} 需要正整数，当前为 '{value}'"),
+    "recommend.override_rule": ("{reason} (from override {setting})", "{reason}（来自覆盖项 {setting}）"),
+    "recommend.override_int": ("override {setting} needs a positive integer, got '{value}'", "覆盖项 {setting} 需要正整数，当前为 '{value}'"),
     # card
     "card.title": ("mbridge-launch recommendation", "mbridge-launch 推荐"),
     "card.recipe": ("Recipe", "配方"),

@@ -4,10 +4,6 @@ MESSAGES = {
         "{path} is not a checkpoint directory (expected a folder holding iter_NNNNNNN/ folders)",
         "{path} 不是检查点目录（应为包含 iter_NNNNNNN/ 子目录的文件夹）",
     ),
-    "ckpt.help": (
-        "list the checkpoints of a run or directory: completeness, trackers, loss",
-        "列出运行或目录中的检查点：完整性、跟踪文件、损失",
-    ),
     "ckpt.no_save_dir": (
         "run {run} has no checkpoint directory recorded (plan checkpoint.save is empty); pass the directory instead",
         "运行 {run} 没有记录检查点目录（计划中 checkpoint.save 为空）；请直接传入目录",
@@ -48,10 +44,6 @@ MESSAGES = {
     ),
     "ckpt.notes": ("iteration {iteration}: {notes} absent (not needed to load)", "迭代 {iteration}：缺少 {notes}（加载不需要）"),
     # rollback
-    "rollback.help": (
-        "roll a run or checkpoint directory back to an earlier iteration (or --undo the last rollback)",
-        "将运行或检查点目录回滚到较早的迭代（或用 --undo 撤销上一次回滚）",
-    ),
     "rollback.need_to": ("--to ITER is required (unless --undo or --recover)", "需要 --to ITER（除非使用 --undo 或 --recover）"),
     "rollback.locked": (
         "another rollback is in progress on {path} ({holder}); wait for it to finish",
@@ -133,12 +125,12 @@ MESSAGES = {
         "no recorded run writes to {path}: make sure no job is training into it",
         "台账中没有运行写入 {path}：请确认没有作业正在向其写入",
     ),
+    "rollback.pinned": (
+        "run {run} pins its resume point ({settings}): Bridge reads that before the trackers, so a resubmission of this plan would not start from the rollback",
+        "运行 {run} 固定了恢复点（{settings}）：Bridge 会先于跟踪文件读取它，因此按此计划重新提交不会从回滚点开始",
+    ),
     "rollback.bad_iter": ("--to must be a non-negative iteration number, got '{value}'", "--to 必须是非负的迭代编号，实际为 '{value}'"),
     # watch (automatic rollback)
-    "watch.help": (
-        "follow a run's log; on NaN/Inf or a loss spike cancel, roll back and resubmit (plan.auto_rollback)",
-        "跟踪运行日志；出现 NaN/Inf 或损失尖峰时取消作业、回滚并重新提交（plan.auto_rollback）",
-    ),
     "watch.watching": ("watching run {run} (#{id}, jobs {jobs})", "正在监视运行 {run}（#{id}，作业 {jobs}）"),
     "watch.trigger": (
         "{kind} at iteration {iteration} (loss {loss}) in run {run}",

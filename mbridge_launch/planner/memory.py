@@ -24,6 +24,7 @@ PEFT (LoRA/DoRA) keeps the frozen base weights only (no gradients or optimizer s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from mbridge_launch.models import ModelArch
 from mbridge_launch.planner.rules import Layout
@@ -151,101 +152,134 @@ def estimate_memory(
     goal: str = "pretrain",
 ) -> MemoryBreakdown:
     """Memory per GPU of the most loaded stage (first or last, whichever needs more)."""
-    first = _stage_memory(arch, layout, precision, goal, first=True, hbm_gb=hbm_gb)
+    model = _model(arch, precision, goal)
+    first = model.stage(layout, True, hbm_gb)
     if layout.pp == 1:
         return first
-    last = _stage_memory(arch, layout, precision, goal, first=False, hbm_gb=hbm_gb)
+    last = model.stage(layout, False, hbm_gb)
     return first if first.total >= last.total else last
 
 
-def _stage_memory(arch: ModelArch, layout: Layout, precision: str, goal: str, *, first: bool, hbm_gb: float | None) -> MemoryBreakdown:
-    L = layout
-    tp, cp, pp = L.tp, L.cp, L.pp
-    kinds = _stage_kinds(arch, L, first)
-    dense = expert = 0.0
-    for kind in set(kinds):
-        d, e = _layer_params(arch, kind, L)
-        count = kinds.count(kind)
-        dense += d * count
-        expert += e * count
-    last = not first or pp == 1
-    emb = arch.embedding_params(tp) / tp
-    if first:
-        dense += emb
-    if last:
-        if not (arch.share_embeddings_and_output_weights and pp == 1):
-            dense += emb
-        if arch.mtp_num_layers and not arch.is_hybrid:
-            last_kind = arch.layer_kinds()[-1]
-            d, e = _layer_params(arch, last_kind, L)
-            dense += arch.mtp_num_layers * (d + 2 * arch.hidden_size * arch.hidden_size / tp)
-            expert += arch.mtp_num_layers * e
-    low_precision = precision != "bf16"
-    # bf16 weights; FP8/FP4 runs keep low-precision primary weights (fp8_param_gather) plus the
-    # transposed / column-wise copy the backward GEMMs need: also about 2 bytes per parameter.
-    weight_bytes = 2.0
-    peft = goal in PEFT_GOALS
-    dp_shard = max(L.dp * cp, 1)
-    edp_shard = max(L.edp, 1)
-    params = dense + expert
-    if peft:
-        weights = params * weight_bytes
-        adapters = _adapter_params(arch, kinds, L)
-        weights += adapters * 2
-        grads = adapters * GRAD_BYTES
-        optim = adapters * OPTIM_BYTES / (dp_shard if L.distributed_optimizer else 1)
-    elif L.fsdp:
-        weights = dense * weight_bytes / dp_shard + expert * weight_bytes / edp_shard
-        grads = dense * GRAD_BYTES / dp_shard + expert * GRAD_BYTES / edp_shard
-        optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
-        biggest = max((sum(_layer_params(arch, k, L)) for k in set(kinds)), default=0.0)
-        weights += biggest * (2 * weight_bytes + GRAD_BYTES)  # two gathered units + one unsharded grad
-    else:
-        weights = params * weight_bytes
-        grads = params * GRAD_BYTES
-        if L.distributed_optimizer:
-            optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
-        else:
-            optim = params * OPTIM_BYTES
-    if L.cpu_offload:
-        optim = 0.0
+@lru_cache(maxsize=64)
+def _model(arch: ModelArch, precision: str, goal: str) -> "_MemoryModel":
+    return _MemoryModel(arch, precision, goal)
 
-    gemm_bytes = 1.0 if low_precision else 2.0
-    tokens = L.mbs * L.seq_length / cp
-    split = tp if (L.sp or tp == 1) else 1.0  # without SP, norms and residuals are replicated
-    per_layer = {}
-    for kind in set(kinds):
-        norms, tp_part = _act_bytes_per_token(arch, kind, L, gemm_bytes)
-        per_layer[kind] = tokens * (norms / split + tp_part / tp)
-    stage_act = sum(per_layer[k] for k in kinds)
-    vp = L.vp_size
-    m = L.microbatches
-    if pp == 1:
-        inflight_chunks, chunks = 1.0, 1.0
-    elif vp > 1:
-        warm = 2 * (pp - 1) + (vp - 1) * pp if first else (vp - 1) * pp
-        inflight_chunks, chunks = float(min(warm + 1, m * vp)), float(vp)
-    else:
-        inflight_chunks, chunks = float(min(pp if first else 1, m)), 1.0
-    if L.recompute == "full":
-        layer_inputs = 2.0 * arch.hidden_size * tokens / split * len(kinds) / chunks
-        working = max(per_layer.values(), default=0.0)
-        activations = layer_inputs * inflight_chunks + working
-    else:
-        activations = stage_act / chunks * inflight_chunks
-    if first:
-        activations += 2.0 * arch.hidden_size * tokens / split  # embedding output
-    logits = 0.0
-    if last:
-        heads = 1 + (arch.mtp_num_layers if not arch.is_hybrid else 0)
-        logits = heads * tokens * arch.padded_vocab(tp) / tp * (2.0 + 4.0)
-    base = weights + grads + optim + activations + logits
-    allowance = ALLOWANCE_GIB * GIB + FRAGMENTATION * base
-    stage = "only" if pp == 1 else ("first" if first else "last")
-    return MemoryBreakdown(
-        weights=weights / GIB, gradients=grads / GIB, optimizer=optim / GIB, activations=activations / GIB,
-        logits=logits / GIB, allowance=allowance / GIB, stage=stage, hbm_gb=hbm_gb,
-    )
+
+class _MemoryModel:
+    """Per (model, precision, goal) caches: stage contents and per-token activation bytes."""
+
+    def __init__(self, arch: ModelArch, precision: str, goal: str) -> None:
+        self.arch = arch
+        self.low_precision = precision != "bf16"
+        self.peft = goal in PEFT_GOALS
+        self._stages: dict[tuple, tuple] = {}
+        self._acts: dict[tuple, tuple[float, float]] = {}
+
+    def _stage_params(self, L: Layout, first: bool) -> tuple:
+        key = (L.tp, L.pp, L.vp_size, L.ep, L.etp_size, L.uneven_pp, L.first_stage_layers, L.last_stage_layers, first)
+        hit = self._stages.get(key)
+        if hit is not None:
+            return hit
+        arch = self.arch
+        kinds = _stage_kinds(arch, L, first)
+        counts = {k: kinds.count(k) for k in set(kinds)}
+        dense = expert = 0.0
+        biggest = 0.0
+        for kind, count in counts.items():
+            d, e = _layer_params(arch, kind, L)
+            dense += d * count
+            expert += e * count
+            biggest = max(biggest, d + e)
+        last = not first or L.pp == 1
+        emb = arch.embedding_params(L.tp) / L.tp
+        if first:
+            dense += emb
+        if last:
+            if not (arch.share_embeddings_and_output_weights and L.pp == 1):
+                dense += emb
+            if arch.mtp_num_layers and not arch.is_hybrid:
+                d, e = _layer_params(arch, arch.layer_kinds()[-1], L)
+                dense += arch.mtp_num_layers * (d + 2 * arch.hidden_size * arch.hidden_size / L.tp)
+                expert += arch.mtp_num_layers * e
+        adapters = _adapter_params(arch, kinds, L) if self.peft else 0.0
+        hit = (dense, expert, counts, len(kinds), biggest, adapters)
+        self._stages[key] = hit
+        return hit
+
+    def _act(self, kind: str, L: Layout) -> tuple[float, float]:
+        key = (kind, L.recompute, L.etp_size)
+        hit = self._acts.get(key)
+        if hit is None:
+            hit = _act_bytes_per_token(self.arch, kind, L, 1.0 if self.low_precision else 2.0)
+            self._acts[key] = hit
+        return hit
+
+    def stage(self, L: Layout, first: bool, hbm_gb: float | None) -> MemoryBreakdown:
+        arch = self.arch
+        tp, cp, pp = L.tp, L.cp, L.pp
+        dense, expert, counts, n_layers, biggest, adapters = self._stage_params(L, first)
+        last = not first or pp == 1
+        # bf16 weights; FP8/FP4 runs keep low-precision primary weights (fp8_param_gather) plus
+        # the transposed / column-wise copy the backward GEMMs need: also about 2 bytes each.
+        weight_bytes = 2.0
+        dp_shard = max(L.dp * cp, 1)
+        edp_shard = max(L.edp, 1)
+        params = dense + expert
+        if self.peft:
+            weights = params * weight_bytes + adapters * 2
+            grads = adapters * GRAD_BYTES
+            optim = adapters * OPTIM_BYTES / (dp_shard if L.distributed_optimizer else 1)
+        elif L.fsdp:
+            weights = dense * weight_bytes / dp_shard + expert * weight_bytes / edp_shard
+            grads = dense * GRAD_BYTES / dp_shard + expert * GRAD_BYTES / edp_shard
+            optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
+            weights += biggest * (2 * weight_bytes + GRAD_BYTES)  # two gathered units + one unsharded grad
+        else:
+            weights = params * weight_bytes
+            grads = params * GRAD_BYTES
+            if L.distributed_optimizer:
+                optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
+            else:
+                optim = params * OPTIM_BYTES
+        if L.cpu_offload:
+            optim = 0.0
+
+        tokens = L.mbs * L.seq_length / cp
+        split = tp if (L.sp or tp == 1) else 1.0  # without SP, norms and residuals are replicated
+        stage_act = 0.0
+        working = 0.0
+        for kind, count in counts.items():
+            norms, tp_part = self._act(kind, L)
+            per_layer = tokens * (norms / split + tp_part / tp)
+            stage_act += per_layer * count
+            working = max(working, per_layer)
+        vp = L.vp_size
+        m = L.microbatches
+        if pp == 1:
+            inflight_chunks, chunks = 1.0, 1.0
+        elif vp > 1:
+            warm = 2 * (pp - 1) + (vp - 1) * pp if first else (vp - 1) * pp
+            inflight_chunks, chunks = float(min(warm + 1, m * vp)), float(vp)
+        else:
+            inflight_chunks, chunks = float(min(pp if first else 1, m)), 1.0
+        if L.recompute == "full":
+            layer_inputs = 2.0 * arch.hidden_size * tokens / split * n_layers / chunks
+            activations = layer_inputs * inflight_chunks + working
+        else:
+            activations = stage_act / chunks * inflight_chunks
+        if first:
+            activations += 2.0 * arch.hidden_size * tokens / split  # embedding output
+        logits = 0.0
+        if last:
+            heads = 1 + (arch.mtp_num_layers if not arch.is_hybrid else 0)
+            logits = heads * tokens * arch.padded_vocab(tp) / tp * (2.0 + 4.0)
+        base = weights + grads + optim + activations + logits
+        allowance = ALLOWANCE_GIB * GIB + FRAGMENTATION * base
+        stage = "only" if pp == 1 else ("first" if first else "last")
+        return MemoryBreakdown(
+            weights=weights / GIB, gradients=grads / GIB, optimizer=optim / GIB, activations=activations / GIB,
+            logits=logits / GIB, allowance=allowance / GIB, stage=stage, hbm_gb=hbm_gb,
+        )
 
 
 def _adapter_params(arch: ModelArch, kinds: tuple[str, ...], layout: Layout, rank: int = 32) -> float:
@@ -262,3 +296,12 @@ def _adapter_params(arch: ModelArch, kinds: tuple[str, ...], layout: Layout, ran
         total += mlp / layout.tp if kind == "-" else 0.0
         total += expert if kind == "E" else 0.0
     return total
+
+
+def static_memory(arch: ModelArch, layout: Layout, *, precision: str = "bf16", goal: str = "pretrain") -> float:
+    """A lower bound (GiB) on the memory of every variant of this grid: micro-batch 1, full
+    recompute, no virtual pipeline. The search drops a grid whose bound already exceeds HBM."""
+    from mbridge_launch.planner.rules import evolve
+
+    lightest = evolve(layout, mbs=1, recompute="full", vp=None)
+    return estimate_memory(arch, lightest, None, precision=precision, goal=goal).total

@@ -77,6 +77,18 @@ class Layout:
         return self.grad_accum
 
 
+def evolve(layout: Layout, **changes: Any) -> Layout:
+    """`dataclasses.replace` without re-running __init__: the search copies layouts thousands
+    of times. Only field names are accepted."""
+    unknown = set(changes) - _LAYOUT_FIELDS
+    if unknown:
+        raise TypeError(f"unknown Layout fields: {sorted(unknown)}")
+    new = object.__new__(Layout)
+    new.__dict__.update(layout.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 @dataclass(frozen=True)
 class Violation:
     code: str
@@ -93,6 +105,9 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message('en')}"
+
+
+_LAYOUT_FIELDS = frozenset(Layout.__dataclass_fields__)
 
 
 def divisors(n: int) -> list[int]:

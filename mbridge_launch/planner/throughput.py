@@ -51,7 +51,25 @@ class Calibration:
     generation: dict = field(default_factory=lambda: {"hopper": 1.0, "blackwell": 1.0, "blackwell_ultra": 1.0}, hash=False)
 
 
-CAL = Calibration()
+# BEGIN FITTED CONSTANTS (written by benchmarks/fit_constants.py --write)
+CAL = Calibration(
+    gemm_eff={"bf16": 0.6911, "fp8": 0.7845, "fp8mx": 0.7303, "nvfp4": 0.5251},
+    attn_eff=0.4787,
+    exp_share=0.5049,
+    moe_eff=0.4468,
+    moe_lowp_gain=1.905,
+    moe_half_tokens=1066,
+    elementwise=4.189,
+    layer_latency_s=0.002272,
+    moe_sync_s=0.0007877,
+    tp_exposed=0.6207,
+    cp_exposed=0.3009,
+    ep_exposed=0.3336,
+    dp_exposed=0.154,
+    link_eff=0.75,
+    generation={"hopper": 1.13, "blackwell": 1, "blackwell_ultra": 1.234},
+)
+# END FITTED CONSTANTS
 
 # Precision -> key of Calibration.gemm_eff
 _EFF_KEY = {"bf16": "bf16", "fp8cs": "fp8", "fp8ds": "fp8", "fp8sc": "fp8", "fp8mx": "fp8mx", "nvfp4": "nvfp4"}
@@ -65,11 +83,6 @@ class StepEstimate:
     mfu: float
     flops_per_token: float
     breakdown: dict = field(hash=False, default_factory=dict)
-
-
-@lru_cache(maxsize=256)
-def _flops(arch: ModelArch, seq: int, tp: int, mtp: int | None, goal: str) -> FlopsPerToken:
-    return flops_per_token(arch, seq, tp=tp, mtp_layers=mtp, goal=goal)
 
 
 @lru_cache(maxsize=256)
@@ -120,6 +133,12 @@ def _ring_time(nbytes: float, group: int, stride: int, hw: Hardware, cal: Calibr
     return t
 
 
+def step_model(arch: ModelArch, hw: Hardware, precision: str = "bf16", goal: str = "pretrain", *,
+               mtp_layers: int | None = None, moe_token_drop: bool = False, cal: Calibration = CAL) -> "_StepModel":
+    """The cached per-(model, system, precision, goal) estimator; `.step(layout)`, `.bound(layout)`."""
+    return _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal)
+
+
 def estimate_step(
     arch: ModelArch,
     hw: Hardware,
@@ -131,122 +150,157 @@ def estimate_step(
     moe_token_drop: bool = False,
     cal: Calibration = CAL,
 ) -> StepEstimate:
-    L = layout
-    tp, pp, cp, vp = L.tp, L.pp, L.cp, L.vp_size
-    world = L.world or tp * pp * cp
-    dp = L.dp
-    m = L.microbatches
-    seq = L.seq_length
-    fl = _flops(arch, seq, tp, mtp_layers, goal)
-    tokens_mb = L.mbs * seq  # tokens of one micro-batch (whole sequence)
-    split = tp * cp  # every GEMM and token is shared by TP x CP GPUs (SP on)
-    speed = min(cal.generation.get(hw.generation, 1.0), 1.0 / max(cal.gemm_eff.values()))
-    peak_bf16 = hw.peak("bf16") * 1e12 * speed
-    peak = hw.peak(precision) * 1e12 * speed
-    gemm_rate = peak * cal.gemm_eff[_EFF_KEY[precision]]
-    attn_rate = peak_bf16 * cal.attn_eff / ((1 - cal.exp_share) + cal.exp_share / hw.attention_exp_speedup)
-    attn_rate = min(attn_rate, hw.peak("bf16") * 1e12)
-    # grouped GEMMs: their efficiency grows with the tokens each local expert receives
-    moe_rate = 1.0
-    if arch.is_moe:
-        per_expert = tokens_mb / split * (arch.moe_router_topk or 1) * L.ep / (arch.num_moe_experts or 1)
-        moe_rate = peak_bf16 * cal.moe_eff * per_expert / (per_expert + cal.moe_half_tokens)
-        moe_rate *= cal.moe_lowp_gain if precision != "bf16" else 1.0
-        moe_rate = min(moe_rate, gemm_rate)
+    return _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal).step(layout)
 
-    recompute_factor = {"none": 1.0, "selective": 1.03, "full": 4.0 / 3.0}.get(L.recompute, 1.0)
-    per_tok_gemm = (fl.gemm - fl.logits) * recompute_factor + fl.logits
-    t_gemm = per_tok_gemm * tokens_mb / split / gemm_rate
-    t_attn = fl.attn_core * recompute_factor * tokens_mb / split / attn_rate
-    t_moe = (fl.moe * recompute_factor) * tokens_mb / split / moe_rate
-    t_mamba = fl.mamba * recompute_factor * tokens_mb / split / gemm_rate
-    gemm_bytes = 2.0 if precision == "bf16" else 1.0
-    elem, routing = _elementwise_bytes(arch, gemm_bytes)
-    t_elem = cal.elementwise * elem * tokens_mb / split / (hw.hbm_tbps * 1e12)
-    layers = arch.num_layers + (arch.mtp_num_layers if mtp_layers is None else mtp_layers)
-    moe_layers = arch.layer_counts()["moe"]
-    t_latency = layers * cal.layer_latency_s + (0.0 if moe_token_drop else moe_layers * cal.moe_sync_s)
-    compute_all = t_gemm + t_attn + t_moe + t_mamba + t_elem  # whole model, one micro-batch
 
-    h = arch.hidden_size
-    # TP: 4 sequence-parallel collectives forward, 4 backward per layer (x1.5 with full recompute)
-    n_tp = 8 * (1.5 if L.recompute == "full" else 1.0)
-    tp_bytes = tokens_mb / cp * h * 2.0
-    t_tp = n_tp * layers * _ring_time(tp_bytes, tp, 1, hw, cal) if tp > 1 else 0.0
-    # CP: ring exchange of K and V (cp-1 steps), backward twice as much
-    t_cp = 0.0
-    if cp > 1:
-        kv = 2 * arch.kv_groups * arch.head_dim if not arch.is_mla else arch.num_attention_heads * ((arch.qk_head_dim or 0) + (arch.qk_pos_emb_head_dim or 0) + (arch.v_head_dim or 0))
-        cp_bytes = 3 * (cp - 1) * tokens_mb / cp * kv * 2.0 / tp
-        bw = hw.nvlink_gbps if tp * cp <= hw.nvlink_domain else hw.network_gbps
-        t_cp = arch.layer_counts()["attention"] * cp_bytes / (bw * 1e9 * cal.link_eff)
-    # EP: dispatch + combine, forward and backward, of top-k copies of this GPU's tokens
-    t_ep = 0.0
-    if arch.is_moe and L.ep > 1:
-        k = arch.moe_router_topk or 1
-        ep_bytes = tokens_mb / split * k * h * (1.0 if precision != "bf16" else 2.0) + tokens_mb / split * k * h * 2.0
-        t_ep = 2 * moe_layers * _a2a_time(ep_bytes, L.ep * L.etp_size, hw, cal)
-    # overlap hides communication behind compute, never more than the compute there is
-    comm_exposed = sum(max(e * t, t - compute_all) for e, t in
-                       ((cal.tp_exposed, t_tp), (cal.cp_exposed, t_cp), (cal.ep_exposed, t_ep)))
-    t_mb_all = compute_all + t_latency + comm_exposed  # one micro-batch through the whole model
+@lru_cache(maxsize=64)
+def _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal) -> "_StepModel":
+    return _StepModel(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal)
 
-    # Pipeline: the slowest stage holds ceil(layers / (pp*vp)) layers per chunk
-    if pp > 1:
-        chunks = pp * vp
-        imbalance = (-(-arch.num_layers // chunks)) * chunks / arch.num_layers
-        if L.uneven_pp:
-            imbalance = min(imbalance, 1.0 + 1.0 / max(arch.num_layers // pp, 1) / 2)
-    else:
+
+class _StepModel:
+    """Everything that depends only on (model, system, precision, goal, constants), computed
+    once; `step(layout)` then costs a few dozen float operations."""
+
+    def __init__(self, arch: ModelArch, hw: Hardware, precision: str, goal: str,
+                 mtp_layers: int | None, moe_token_drop: bool, cal: Calibration) -> None:
+        self.arch, self.hw, self.precision, self.goal, self.cal = arch, hw, precision, goal, cal
+        self.mtp_layers = mtp_layers
+        speed = min(cal.generation.get(hw.generation, 1.0), 1.0 / max(cal.gemm_eff.values()))
+        self.peak_nominal = hw.peak(precision) * 1e12
+        self.peak_bf16 = hw.peak("bf16") * 1e12 * speed
+        self.gemm_rate = hw.peak(precision) * 1e12 * speed * cal.gemm_eff[_EFF_KEY[precision]]
+        attn_rate = self.peak_bf16 * cal.attn_eff / ((1 - cal.exp_share) + cal.exp_share / hw.attention_exp_speedup)
+        self.attn_rate = min(attn_rate, hw.peak("bf16") * 1e12)
+        self.low_precision = precision != "bf16"
+        self.elem, _ = _elementwise_bytes(arch, 1.0 if self.low_precision else 2.0)
+        counts = arch.layer_counts()
+        self.layers = arch.num_layers + (0 if arch.is_hybrid else (arch.mtp_num_layers if mtp_layers is None else mtp_layers))
+        self.attn_layers = counts["attention"]
+        self.moe_layers = counts["moe"]
+        self.latency = self.layers * cal.layer_latency_s + (0.0 if moe_token_drop else self.moe_layers * cal.moe_sync_s)
+        self.dense_total = arch.total_params - arch.expert_total_params
+        self.expert_total = arch.expert_total_params
+        if arch.is_mla:
+            self.kv_width = arch.num_attention_heads * ((arch.qk_head_dim or 0) + (arch.qk_pos_emb_head_dim or 0) + (arch.v_head_dim or 0))
+        else:
+            self.kv_width = 2 * arch.kv_groups * arch.head_dim
+        self._flops: dict[tuple[int, int], FlopsPerToken] = {}
+
+    def bound(self, L: Layout) -> float:
+        """An upper bound on tokens/s/GPU for every layout that differs from L only in VP and
+        recompute: L's micro-batch time with no recompute, no pipeline bubble, no imbalance and
+        no data-parallel or pipeline communication."""
+        from mbridge_launch.planner.rules import evolve
+
+        est = self.step(evolve(L, recompute="none", vp=None, uneven_pp=False), bound=True)
+        return est.tokens_per_sec_per_gpu
+
+    def step(self, L: Layout, bound: bool = False) -> StepEstimate:
+        arch, hw, cal = self.arch, self.hw, self.cal
+        tp, pp, cp, vp = L.tp, L.pp, L.cp, L.vp_size
+        world = L.world or tp * pp * cp
+        dp = L.dp
+        m = L.microbatches
+        seq = L.seq_length
+        fl = self._flops.get((tp, seq))
+        if fl is None:
+            fl = self._flops[(tp, seq)] = flops_per_token(arch, seq, tp=tp, mtp_layers=self.mtp_layers, goal=self.goal)
+        tokens_mb = L.mbs * seq  # tokens of one micro-batch (whole sequence)
+        split = tp * cp  # every GEMM and token is shared by TP x CP GPUs (SP on)
+        gemm_rate = self.gemm_rate
+        # grouped GEMMs: their efficiency grows with the tokens each local expert receives
+        moe_rate = 1.0
+        if arch.is_moe:
+            per_expert = tokens_mb / split * (arch.moe_router_topk or 1) * L.ep / (arch.num_moe_experts or 1)
+            moe_rate = self.peak_bf16 * cal.moe_eff * per_expert / (per_expert + cal.moe_half_tokens)
+            moe_rate = min(moe_rate * (cal.moe_lowp_gain if self.low_precision else 1.0), gemm_rate)
+        recompute_factor = _RECOMPUTE_FACTOR.get(L.recompute, 1.0)
+        per_tok_gemm = (fl.gemm - fl.logits) * recompute_factor + fl.logits
+        scale = tokens_mb / split
+        t_gemm = (per_tok_gemm + fl.mamba * recompute_factor) * scale / gemm_rate
+        t_attn = fl.attn_core * recompute_factor * scale / self.attn_rate
+        t_moe = fl.moe * recompute_factor * scale / moe_rate if fl.moe else 0.0
+        t_elem = cal.elementwise * self.elem * scale / (hw.hbm_tbps * 1e12)
+        compute_all = t_gemm + t_attn + t_moe + t_elem  # whole model, one micro-batch
+
+        h = arch.hidden_size
+        link = cal.link_eff * 1e9
+        # TP: 4 sequence-parallel collectives forward, 4 backward per layer (x1.5 with full recompute)
+        t_tp = 0.0
+        if tp > 1:
+            n_tp = 8 * (1.5 if L.recompute == "full" else 1.0)
+            t_tp = n_tp * self.layers * _ring_time(tokens_mb / cp * h * 2.0, tp, 1, hw, cal)
+        # CP: ring exchange of K and V (cp-1 steps), backward twice as much
+        t_cp = 0.0
+        if cp > 1:
+            cp_bytes = 3 * (cp - 1) * tokens_mb / cp * self.kv_width * 2.0 / tp
+            bw = hw.nvlink_gbps if tp * cp <= hw.nvlink_domain else hw.network_gbps
+            t_cp = self.attn_layers * cp_bytes / (bw * link)
+        # EP: dispatch (FP8 in low-precision runs) + combine, forward and backward
+        t_ep = 0.0
+        if arch.is_moe and L.ep > 1:
+            k = arch.moe_router_topk or 1
+            ep_bytes = scale * k * h * ((1.0 if self.low_precision else 2.0) + 2.0)
+            t_ep = 2 * self.moe_layers * _a2a_time(ep_bytes, L.ep * L.etp_size, hw, cal)
+        # overlap hides communication behind compute, never more than the compute there is
+        e_tp = max(cal.tp_exposed * t_tp, t_tp - compute_all)
+        e_cp = max(cal.cp_exposed * t_cp, t_cp - compute_all)
+        e_ep = max(cal.ep_exposed * t_ep, t_ep - compute_all)
+        t_mb_all = compute_all + self.latency + e_tp + e_cp + e_ep
+
+        # Pipeline: the slowest stage holds ceil(layers / (pp*vp)) layers per chunk
         imbalance = 1.0
-    t_stage = t_mb_all / pp * imbalance
-    bubble = (pp - 1) / vp if pp > 1 else 0.0
-    p2p_bytes = tokens_mb / cp * h * 2.0 / tp
-    t_p2p = 0.0
-    if pp > 1:
-        bw = hw.nvlink_gbps if world <= hw.nvlink_domain else hw.network_gbps
-        t_p2p = 2 * vp * p2p_bytes / (bw * 1e9 * cal.link_eff)
-    t_pipe = (m + bubble) * (t_stage + cal.tp_exposed * t_p2p)
+        if pp > 1:
+            chunks = pp * vp
+            imbalance = (-(-arch.num_layers // chunks)) * chunks / arch.num_layers
+            if L.uneven_pp:
+                imbalance = min(imbalance, 1.0 + 1.0 / max(arch.num_layers // pp, 1) / 2)
+        t_stage = t_mb_all / pp * imbalance
+        bubble = (pp - 1) / vp if pp > 1 else 0.0
+        if bound:
+            t = m * t_mb_all / pp
+            return StepEstimate(t, L.gbs * seq / t / world, 0.0, 0.0, fl.total)
+        t_p2p = 0.0
+        if pp > 1:
+            bw = hw.nvlink_gbps if world <= hw.nvlink_domain else hw.network_gbps
+            t_p2p = 2 * vp * (tokens_mb / cp * h * 2.0 / tp) / (bw * link)
+        t_pipe = (m + bubble) * (t_stage + cal.tp_exposed * t_p2p)
 
-    # Data parallel: distributed-optimizer reduce-scatter (fp32 grads) + all-gather (bf16 params)
-    dense_params, expert_params = _local_params(arch, L)
-    t_dp = 0.0
-    edp = L.edp
-    ep_stride = L.ep * L.etp_size
-    if L.fsdp:
-        # Megatron-FSDP: gather params for forward and backward and reduce-scatter grads every
-        # micro-batch (FP8 runs gather FP8 params); prefetching hides it behind compute
-        unit = (1.0 if precision != "bf16" else 2.0) * 2 + 4.0
-        per_mb = _ring_time(dense_params * unit, dp * cp, tp, hw, cal)
-        per_mb += _ring_time(expert_params * unit, edp, ep_stride, hw, cal)
-        t_dp = m * max(per_mb * cal.dp_exposed, per_mb - t_stage)
-    else:
-        full = _ring_time(dense_params * 6.0, dp * cp, tp, hw, cal) + _ring_time(expert_params * 6.0, edp, ep_stride, hw, cal)
-        t_dp = max(full * cal.dp_exposed, full - t_stage)
-    shard = (dense_params / max(dp * cp, 1) + expert_params / max(edp, 1)) if (L.distributed_optimizer or L.fsdp) else dense_params + expert_params
-    t_opt = shard * 30.0 / (hw.hbm_tbps * 1e12 * 0.7)
+        # Data parallel: distributed-optimizer reduce-scatter (fp32 grads) + all-gather (bf16 params)
+        dense = self.dense_total / (tp * pp)
+        expert = self.expert_total / (pp * L.ep * L.etp_size)
+        edp = L.edp
+        ep_stride = L.ep * L.etp_size
+        if L.fsdp:
+            # Megatron-FSDP: gather params for forward and backward and reduce-scatter grads every
+            # micro-batch (FP8 runs gather FP8 params); prefetching hides it behind compute
+            unit = (1.0 if self.low_precision else 2.0) * 2 + 4.0
+            per_mb = _ring_time(dense * unit, dp * cp, tp, hw, cal) + _ring_time(expert * unit, edp, ep_stride, hw, cal)
+            t_dp = m * max(per_mb * cal.dp_exposed, per_mb - t_stage)
+        else:
+            full = _ring_time(dense * 6.0, dp * cp, tp, hw, cal) + _ring_time(expert * 6.0, edp, ep_stride, hw, cal)
+            t_dp = max(full * cal.dp_exposed, full - t_stage)
+        sharded = L.distributed_optimizer or L.fsdp
+        shard = dense / max(dp * cp, 1) + expert / max(edp, 1) if sharded else dense + expert
+        t_opt = shard * 30.0 / (hw.hbm_tbps * 1e12 * 0.7)
 
-    step = t_pipe + t_dp + t_opt
-    tokens = L.gbs * seq
-    tps = tokens / step / world
-    model_flops = _flops(arch, seq, tp, mtp_layers, goal).total
-    tflops = tps * model_flops / 1e12
-    breakdown = {
-        "gemm": t_gemm, "attention": t_attn, "moe": t_moe, "mamba": t_mamba, "elementwise": t_elem,
-        "latency": t_latency, "tp_comm": max(cal.tp_exposed * t_tp, t_tp - compute_all),
-        "cp_comm": max(cal.cp_exposed * t_cp, t_cp - compute_all), "ep_comm": max(cal.ep_exposed * t_ep, t_ep - compute_all), "pp_bubble": bubble * t_stage, "pp_comm": (m + bubble) * cal.tp_exposed * t_p2p,
-        "dp_comm": t_dp, "optimizer": t_opt,
-    }
-    return StepEstimate(
-        step_time_s=step, tokens_per_sec_per_gpu=tps, model_tflops_per_gpu=tflops,
-        mfu=tflops / hw.peak(precision), flops_per_token=model_flops, breakdown=breakdown,
-    )
+        step = t_pipe + t_dp + t_opt
+        tps = L.gbs * seq / step / world
+        tflops = tps * fl.total / 1e12
+        breakdown = {
+            "gemm": t_gemm * m, "attention": t_attn * m, "moe": t_moe * m, "elementwise": t_elem * m,
+            "latency": self.latency * m, "tp_comm": e_tp * m, "cp_comm": e_cp * m, "ep_comm": e_ep * m,
+            "pp_bubble": bubble * t_stage, "pp_comm": (m + bubble) * cal.tp_exposed * t_p2p,
+            "dp_comm": t_dp, "optimizer": t_opt,
+        }
+        if pp > 1:  # the per-micro-batch terms above are for the whole model; one stage does 1/PP
+            for key in ("gemm", "attention", "moe", "elementwise", "latency", "tp_comm", "cp_comm", "ep_comm"):
+                breakdown[key] *= imbalance / pp
+        return StepEstimate(
+            step_time_s=step, tokens_per_sec_per_gpu=tps, model_tflops_per_gpu=tflops,
+            mfu=tflops * 1e12 / self.peak_nominal, flops_per_token=fl.total, breakdown=breakdown,
+        )
 
 
-def _local_params(arch: ModelArch, layout: Layout) -> tuple[float, float]:
-    """(dense, expert) parameters held by one GPU of an average pipeline stage, before sharding."""
-    dense_total = arch.total_params - arch.expert_total_params
-    expert_total = arch.expert_total_params
-    dense = dense_total / (layout.tp * layout.pp)
-    expert = expert_total / (layout.pp * layout.ep * layout.etp_size)
-    return dense, expert
+_RECOMPUTE_FACTOR = {"none": 1.0, "selective": 1.03, "full": 4.0 / 3.0}

@@ -100,9 +100,9 @@ def _apply_user_layout(layout: Any, request: Request) -> Any:
         try:
             value = int(o.value)
         except ValueError:
-            raise UserError("recommend.override_int", key=o.key, value=o.value) from None
+            raise UserError("recommend.override_int", setting=o.key, value=o.value) from None
         if value <= 0:
-            raise UserError("recommend.override_int", key=o.key, value=o.value)
+            raise UserError("recommend.override_int", setting=o.key, value=o.value)
         updates[attr] = value
     return replace(layout, **updates) if updates else layout
 
@@ -145,7 +145,7 @@ def recommend(request: Request) -> Recommendation:
     layout = _apply_user_layout(resized.layout, request)
     errors = [v for v in rules.check_layout(layout, arch, hardware) if v.severity == "error"]
     if errors:
-        raise UserError("recommend.override_rule", key=errors[0].field, value="", reason=errors[0].message())
+        raise UserError("recommend.override_rule", setting=errors[0].field, reason=errors[0].message())
     rec.layout = layout
     rec.estimate = resized.estimate if layout == resized.layout else _estimate(layout, arch, hardware, precision, request.goal)
     _record_layout_changes(rec, _recipe_layout(recipe, world), layout, resized)

@@ -1,0 +1,62 @@
+"""Fit the throughput model's constants on every published benchmark row and print them;
+with --write, store them in mbridge_launch/planner/throughput.py (between the FITTED markers).
+
+    python benchmarks/fit_constants.py [--write] [--iters N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from calibration_rows import ROOT, load_rows  # noqa: E402
+from fitting import fit, predict, prepared  # noqa: E402
+
+TARGET = ROOT / "mbridge_launch" / "planner" / "throughput.py"
+
+
+def render(cal) -> str:
+    def num(v: float) -> str:
+        return f"{v:.4g}"
+
+    gemm = ", ".join(f'"{k}": {num(v)}' for k, v in cal.gemm_eff.items())
+    gen = ", ".join(f'"{k}": {num(v)}' for k, v in cal.generation.items())
+    scalars = [f"    {name}={num(getattr(cal, name))}," for name in (
+        "attn_eff", "exp_share", "moe_eff", "moe_lowp_gain", "moe_half_tokens", "elementwise", "layer_latency_s",
+        "moe_sync_s", "tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "link_eff")]
+    return "\n".join(["CAL = Calibration(", f"    gemm_eff={{{gemm}}},", *scalars, f"    generation={{{gen}}},", ")"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", action="store_true", help="write the constants into throughput.py")
+    parser.add_argument("--iters", type=int, default=3000)
+    args = parser.parse_args()
+    rows = load_rows()
+    start = time.time()
+    cal = fit(rows, iters=args.iters)
+    items = prepared(rows)
+    errors = [abs(predict(r, L, cal) / r.tokens_per_sec - 1) for r, L in items]
+    text = render(cal)
+    print(text)
+    print(f"# fitted on {len(items)} rows in {time.time() - start:.0f} s: median |error| "
+          f"{statistics.median(errors):.1%}, within 15%: {sum(e <= 0.15 for e in errors) / len(errors):.0%}")
+    if args.write:
+        source = TARGET.read_text(encoding="utf-8")
+        pattern = re.compile(r"(# BEGIN FITTED CONSTANTS[^\n]*\n)(.*?)(# END FITTED CONSTANTS)", re.S)
+        if not pattern.search(source):
+            print("markers not found in throughput.py", file=sys.stderr)
+            return 1
+        TARGET.write_text(pattern.sub(lambda m: m.group(1) + text + "\n" + m.group(3), source), encoding="utf-8")
+        print(f"# written to {TARGET.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Turn `plan` / `estimate` arguments into planner inputs (model, architecture, system,
+precision, goal, default batch and sequence), with one clear UserError for each bad input."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mbridge_launch.errors import UserError
+from mbridge_launch.hardware import Hardware, get_hardware, normalize_precision
+from mbridge_launch.models import ModelArch, load_arch, require_planning_arch, resolve_model
+
+GOALS = ("pretrain", "sft", "lora", "dora")
+_GOAL_ALIASES = {"peft": "lora"}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    model: str
+    arch: ModelArch
+    hardware: Hardware
+    precision: str
+    goal: str
+
+
+def normalize_goal(goal: str | None) -> str:
+    value = (goal or "pretrain").strip().lower()
+    value = _GOAL_ALIASES.get(value, value)
+    if value not in GOALS:
+        raise UserError("arg.choice", flag="--goal", value=goal, choices=", ".join(GOALS + ("peft",)))
+    return value
+
+
+def positive(flag: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or value <= 0:
+        raise UserError("planner.bad_number", flag=flag, value=value)
+    return value
+
+
+def resolve(model_text: str, gpu_type: str, precision: str | None, goal: str | None,
+            hf_config: str | None = None) -> Inputs:
+    hardware = get_hardware(gpu_type)
+    prec = normalize_precision(precision or "bf16")
+    hardware.check_precision(prec)
+    if hf_config:
+        from mbridge_launch.models import arch_from_hf_config
+
+        arch = arch_from_hf_config(hf_config)
+        model = arch.name
+        if model_text:
+            try:
+                model = resolve_model(model_text)
+            except UserError:
+                model = model_text
+    else:
+        if not model_text:
+            raise UserError("arg.invalid", flag="--model", reason="required (or --hf-config PATH)")
+        model = resolve_model(model_text)
+        arch = load_arch(model)
+    arch = require_planning_arch(arch, model)
+    return Inputs(model, arch, hardware, prec, normalize_goal(goal))
+
+
+def recipe_defaults(model: str, goal: str) -> dict[str, int]:
+    """GBS and sequence length of the model's library recipe for the goal, when the recipe
+    catalog is available (a user who does not say keeps the recipe's convergence settings)."""
+    try:
+        from mbridge_launch.catalog import load_catalog
+
+        catalog = load_catalog()
+    except (ImportError, UserError, OSError):
+        return {}
+    mode = "peft" if goal in ("lora", "dora") else goal
+    recipes = [r for r in getattr(catalog, "recipes", []) if getattr(r, "kind", None) == "library"
+               and getattr(r, "model", None) == model and getattr(r, "mode", None) == mode
+               and not getattr(r, "raises_not_implemented", False)]
+    plain = [r for r in recipes if not getattr(r, "variant", None)] or recipes
+    for recipe in plain:
+        out = {}
+        if getattr(recipe, "gbs", None):
+            out["gbs"] = int(recipe.gbs)
+        seq = getattr(recipe, "seq_length", None) or getattr(recipe, "dataset_seq_length", None)
+        if seq:
+            out["seq_length"] = int(seq)
+        if out:
+            return out
+    return {}
+
+
+def default_gbs(gpus: int) -> int:
+    """Without a recipe: the smallest power of two that is at least 512 and at least the GPU count."""
+    gbs = 512
+    while gbs < gpus:
+        gbs *= 2
+    return gbs

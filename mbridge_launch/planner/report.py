@@ -1,0 +1,111 @@
+"""Render planner results: JSON objects and the text card with a memory bar chart against HBM.
+
+Shared by `plan` and `estimate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mbridge_launch.hardware import Hardware
+from mbridge_launch.i18n import t
+from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
+from mbridge_launch.planner.search import Candidate, Rejection
+
+BAR_WIDTH = 40
+_COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "allowance")
+_GLYPHS = {"weights": "W", "gradients": "G", "optimizer": "O", "activations": "A", "logits": "L", "allowance": "x"}
+
+
+def budget(candidate: Candidate, tokens: float | None, gpus: int) -> dict[str, float] | None:
+    """Wall-clock hours and GPU-hours to train on `tokens` tokens at the predicted speed."""
+    if not tokens:
+        return None
+    seconds = tokens / (candidate.tokens_per_sec_per_gpu * gpus)
+    return {"tokens": tokens, "hours": seconds / 3600.0, "gpu_hours": seconds * gpus / 3600.0}
+
+
+def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None) -> dict[str, Any]:
+    L = c.layout
+    data: dict[str, Any] = {
+        "tp": L.tp, "pp": L.pp, "vp": L.vp, "cp": L.cp, "ep": L.ep, "etp": L.etp, "dp": L.dp, "sp": L.sp,
+        "mbs": L.mbs, "gbs": L.gbs, "grad_accum": L.grad_accum, "seq_length": L.seq_length, "gpus": L.world,
+        "fsdp": L.fsdp, "distributed_optimizer": L.distributed_optimizer and not L.fsdp, "recompute": L.recompute,
+        "cp_comm_type": L.cp_comm_type, "uneven_pp": L.uneven_pp,
+        "memory_gb": c.memory.as_dict(), "memory_stage": c.memory.stage, "hbm_gb": hw.hbm_gb,
+        "memory_limit_gb": round(HEADROOM * hw.hbm_gb, 2), "fits": c.fits,
+        "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1),
+        "model_tflops_per_gpu": round(c.model_tflops_per_gpu, 1),
+        "mfu": round(c.mfu, 4),
+        "step_time_s": round(c.step_time_s, 4),
+        "time_breakdown_s": {k: round(v, 4) for k, v in c.step.breakdown.items()},
+    }
+    spend = budget(c, tokens, L.world or 1)
+    if spend:
+        data["budget"] = {k: round(v, 2) for k, v in spend.items()}
+    return data
+
+
+def rejected_json(rejected: dict[str, Rejection]) -> list[dict[str, Any]]:
+    out = []
+    for code, r in sorted(rejected.items(), key=lambda item: -item[1].count):
+        out.append({"code": code, "count": r.count, "example": r.example, "message": _rejection_message(r, "en")})
+    return out
+
+
+def _rejection_message(r: Rejection, lang: str | None = None) -> str:
+    if r.violation is not None:
+        return r.violation.message(lang)
+    if r.code == "PRUNED_SLOWER":
+        return t("planner.rule.pruned", lang=lang)
+    if r.code == "RULE_MEMORY":
+        return t("planner.rule.memory", lang=lang)
+    return r.code
+
+
+def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") -> list[str]:
+    """One row per component (bar scaled to HBM) and a stacked bar of the whole GPU, where '|'
+    marks the usable limit (HBM minus headroom)."""
+    scale = BAR_WIDTH / hbm_gb
+    parts = memory.as_dict()
+    lines = []
+    label_width = max(len(t(f"planner.memory.{name}")) for name in _COMPONENTS)
+    for name in _COMPONENTS:
+        value = parts[name]
+        bar = "█" * int(round(value * scale))
+        lines.append(f"{indent}  {t(f'planner.memory.{name}'):<{label_width}}  {bar:<{BAR_WIDTH}} {value:7.1f}")
+    stacked = "".join(_GLYPHS[name] * int(round(parts[name] * scale)) for name in _COMPONENTS)
+    limit = int(round(HEADROOM * hbm_gb * scale))
+    cells = list(stacked[:BAR_WIDTH * 2].ljust(max(BAR_WIDTH, len(stacked)), "."))
+    if limit < len(cells):
+        cells.insert(limit, "|")
+    overflow = " !" if memory.total > HEADROOM * hbm_gb else ""
+    lines.append(f"{indent}  [{''.join(cells)}] {memory.total:.1f}/{hbm_gb:.0f} GiB{overflow}")
+    return lines
+
+
+def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None = None) -> list[str]:
+    L = c.layout
+    lines = [t("planner.candidate", rank=rank, tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1,
+               dp=L.dp, mbs=L.mbs, recompute=L.recompute, fsdp=" FSDP" if L.fsdp else "")]
+    lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
+                   step=c.step_time_s))
+    spend = budget(c, tokens, L.world or 1)
+    if spend:
+        lines.append(t("planner.budget", tokens=spend["tokens"], hours=spend["hours"], gpu_hours=spend["gpu_hours"]))
+    lines.append(t("planner.memory_title", stage=t(f"planner.stage.{c.memory.stage}"), total=c.memory.total,
+                   hbm=hw.hbm_gb, limit=HEADROOM * hw.hbm_gb, headroom=1 - HEADROOM))
+    lines.extend(memory_chart(c.memory, hw.hbm_gb))
+    if L.uneven_pp:
+        lines.append(t("planner.notes_uneven"))
+    return lines
+
+
+def rejected_text(rejected: dict[str, Rejection]) -> list[str]:
+    if not rejected:
+        return []
+    lines = [t("planner.rejected_title")]
+    for code, r in sorted(rejected.items(), key=lambda item: -item[1].count):
+        lines.append(t("planner.rejected_line", code=code, count=r.count, example=r.example or "-",
+                       message=_rejection_message(r)))
+    return lines

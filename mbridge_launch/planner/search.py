@@ -1,0 +1,325 @@
+"""Search the parallel layouts of a model on a GPU count, best predicted tokens/s/GPU first.
+
+Enumerates TP, PP, CP, EP, ETP (the grid), then for each valid grid the micro-batch size, the
+virtual pipeline size, the recompute level and distributed optimizer vs Megatron-FSDP. Grids
+that break a rule are rejected with the rule's code; layouts that do not fit in memory with the
+lightest recompute that could work are rejected as RULE_MEMORY. Rejections are aggregated by
+rule with one example each.
+
+Cost: the grids are products of divisors that the model and the GPU count both allow, and each
+grid's inner choices are bounded (recompute stops at the first level that fits, MBS and VP are
+small sets), so the work grows with the number of divisors, not with the GPU count.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field, replace
+from typing import Iterable
+
+from mbridge_launch.hardware import Hardware
+from mbridge_launch.models import ModelArch
+from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown, estimate_memory, static_memory
+from mbridge_launch.planner.rules import Layout, Violation, check_layout, divisors, evolve, valid_tp
+from mbridge_launch.planner.throughput import StepEstimate, estimate_step, step_model
+
+MBS_CHOICES = (1, 2, 4, 8)
+VP_MAX = 8
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    layout: Layout
+    memory: MemoryBreakdown
+    step: StepEstimate
+    notes: tuple[str, ...] = ()
+
+    @property
+    def grid(self) -> tuple:
+        L = self.layout
+        return (L.tp, L.pp, L.cp, L.ep, L.etp_size, L.fsdp)
+
+    # Flat view used by recommend, the Plan's estimates and the JSON output.
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def memory_total_gb(self) -> float:
+        return self.memory.total
+
+    @property
+    def memory_limit_gb(self) -> float | None:
+        return HEADROOM * self.memory.hbm_gb if self.memory.hbm_gb else None
+
+    @property
+    def memory_gb(self) -> dict[str, float]:
+        return self.memory.as_dict()
+
+    @property
+    def step_time_s(self) -> float:
+        return self.step.step_time_s
+
+    @property
+    def tokens_per_sec_per_gpu(self) -> float:
+        return self.step.tokens_per_sec_per_gpu
+
+    @property
+    def model_tflops_per_gpu(self) -> float:
+        return self.step.model_tflops_per_gpu
+
+    @property
+    def mfu(self) -> float:
+        return self.step.mfu
+
+
+@dataclass
+class Rejection:
+    code: str
+    count: int
+    example: str
+    violation: Violation | None = None
+
+
+@dataclass
+class SearchResult:
+    candidates: list[Candidate]
+    rejected: dict[str, Rejection] = field(default_factory=dict)
+    evaluated: int = 0
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the caller fixes; None = search it."""
+
+    recompute: str | None = None
+    fsdp: bool | None = None
+    mbs: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    mtp_layers: int | None = None
+    moe_token_drop: bool = False
+
+
+def _reject(result: SearchResult, code: str, example: str, violation: Violation | None = None) -> None:
+    entry = result.rejected.get(code)
+    if entry is None:
+        result.rejected[code] = Rejection(code, 1, example, violation)
+    else:
+        entry.count += 1
+
+
+def _grid_label(tp: int, pp: int, cp: int, ep: int, etp: int, fsdp: bool = False) -> str:
+    text = f"TP={tp} PP={pp} CP={cp} EP={ep}" + (f" ETP={etp}" if etp > 1 else "")
+    return text + (" FSDP" if fsdp else "")
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _grids(arch: ModelArch, hw: Hardware, gpus: int, seq: int, opts: Options) -> Iterable[tuple[int, int, int, int, int]]:
+    """Candidate (TP, PP, CP, EP, ETP), natural values only: the rules judge them."""
+    world_divs = set(divisors(gpus))
+    tps = [opts.tp] if opts.tp else [t for t in sorted(set(valid_tp(arch)) | set(_powers_of_two(64))) if t in world_divs]
+    pps = [opts.pp] if opts.pp else [p for p in sorted(world_divs) if p <= arch.num_layers]
+    cps = [opts.cp] if opts.cp else [c for c in _powers_of_two(32) if c in world_divs and seq // (2 * c) >= 512]
+    if arch.is_moe:
+        eps = [opts.ep] if opts.ep else [e for e in divisors(arch.num_moe_experts or 1) if e in world_divs]
+    else:
+        eps = [opts.ep or 1]
+    for tp in tps:
+        etps = (1, tp) if (arch.is_moe and tp > 1) else (1,)
+        for pp in pps:
+            for cp in cps:
+                if gpus % (tp * pp * cp):
+                    continue
+                for ep in eps:
+                    for etp in etps:
+                        yield tp, pp, cp, ep, etp
+
+
+def _vp_choices(arch: ModelArch, pp: int) -> list[int | None]:
+    """No VP, plus the VP sizes that split the layers evenly (powers of two when the pipeline
+    split is uneven anyway), each virtual stage keeping at least one layer."""
+    if pp == 1:
+        return [None]
+    per_stage = arch.num_layers / pp
+    out: list[int | None] = [None]
+    for vp in range(2, VP_MAX + 1):
+        if per_stage / vp < 1:
+            break
+        even = arch.num_layers % (pp * vp) == 0
+        if even or (arch.num_layers % pp != 0 and vp in (2, 4, 8)):
+            out.append(vp)
+    return out
+
+
+def search(
+    arch: ModelArch,
+    hw: Hardware,
+    gpus: int,
+    *,
+    gbs: int,
+    seq_length: int,
+    precision: str = "bf16",
+    goal: str = "pretrain",
+    options: Options = Options(),
+    top: int | None = None,
+) -> SearchResult:
+    """Rank the layouts of `arch` on `gpus` GPUs of `hw`. With `top`, grids whose optimistic
+    bound cannot reach the top-K are skipped (branch and bound): same answer, less work."""
+    result = SearchResult(candidates=[])
+    model = step_model(arch, hw, precision, goal, mtp_layers=options.mtp_layers, moe_token_drop=options.moe_token_drop)
+    limit = HEADROOM * hw.hbm_gb
+    pending: list[tuple[float, Layout]] = []
+    for tp, pp, cp, ep, etp in _grids(arch, hw, gpus, seq_length, options):
+        base = Layout(
+            tp=tp, pp=pp, cp=cp, ep=ep, etp=etp if etp > 1 else None, sp=tp > 1, mbs=1, gbs=gbs,
+            seq_length=seq_length, world=gpus, gpus_per_node=hw.gpus_per_node,
+            cp_comm_type="p2p" if cp > 1 else None, uneven_pp=arch.num_layers % pp != 0,
+        )
+        violations = [v for v in check_layout(base, arch, hw) if v.severity == "error" and v.code != "RULE_GBS"]
+        if violations:
+            _reject(result, violations[0].code, _grid_label(tp, pp, cp, ep, etp), violations[0])
+            continue
+        if tp > hw.nvlink_domain:
+            _reject(result, "RULE_TP_NVLINK", _grid_label(tp, pp, cp, ep, etp))
+            continue
+        dp = base.dp
+        mbs_ok = [m for m in ([options.mbs] if options.mbs else MBS_CHOICES) if gbs % (m * dp) == 0]
+        if not mbs_ok:
+            _reject(result, "RULE_GBS", _grid_label(tp, pp, cp, ep, etp) + f" DP={dp}")
+            continue
+        fsdp_choices = [options.fsdp] if options.fsdp is not None else ([False, True] if pp == 1 else [False])
+        for fsdp in fsdp_choices:
+            if fsdp and pp > 1:
+                _reject(result, "RULE_FSDP_PP", _grid_label(tp, pp, cp, ep, etp, True))
+                continue
+            grid = evolve(base, fsdp=fsdp)
+            if static_memory(arch, grid, precision=precision, goal=goal) > limit:
+                _reject(result, "RULE_MEMORY", _grid_label(tp, pp, cp, ep, etp, fsdp))
+                continue
+            bound = model.bound(evolve(grid, mbs=max(mbs_ok)))  # grows with the micro-batch
+            pending.append((bound, grid))
+
+    pending.sort(key=lambda item: -item[0])
+    best_per_grid: list[Candidate] = []
+    leaders: list[float] = []  # min-heap of the best `top` speeds so far
+    skipped = 0
+    for bound, grid in pending:
+        if top and len(leaders) >= top and bound < leaders[0]:
+            skipped += 1
+            continue
+        found = _best_inner(arch, hw, model, grid, precision, goal, options, result)
+        if found is not None:
+            best_per_grid.append(found)
+            if top:
+                heapq.heappush(leaders, found.step.tokens_per_sec_per_gpu)
+                if len(leaders) > top:
+                    heapq.heappop(leaders)
+    if skipped:
+        result.rejected["PRUNED_SLOWER"] = Rejection("PRUNED_SLOWER", skipped, "")
+    ranked = sorted(best_per_grid, key=_rank_key)
+    result.candidates = ranked[:top] if top else ranked
+    return result
+
+
+def _rank_key(c: Candidate) -> tuple:
+    L = c.layout
+    # faster first; among equals, the simpler layout (less model parallelism, no FSDP)
+    return (-round(c.step.tokens_per_sec_per_gpu, 6), L.tp * L.pp * L.cp, L.ep, L.fsdp, L.vp_size, L.mbs)
+
+
+def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: str, goal: str,
+                opts: Options, result: SearchResult) -> Candidate | None:
+    best: Candidate | None = None
+    dp = grid.dp
+    mbs_choices = [opts.mbs] if opts.mbs else MBS_CHOICES
+    recomputes = [opts.recompute] if opts.recompute else list(RECOMPUTE_ORDER)
+    for mbs in mbs_choices:
+        if grid.gbs % (mbs * dp):
+            continue
+        fitted_any = False
+        for vp in _vp_choices(arch, grid.pp):
+            layout = evolve(grid, mbs=mbs, vp=vp, uneven_pp=arch.num_layers % (grid.pp * (vp or 1)) != 0)
+            fitted = None
+            for recompute in recomputes:
+                trial = evolve(layout, recompute=recompute)
+                memory = estimate_memory(arch, trial, hw.hbm_gb, precision=precision, goal=goal)
+                result.evaluated += 1
+                if memory.fits:
+                    fitted = (trial, memory)
+                    break
+            if fitted is None:
+                continue
+            fitted_any = True
+            trial, memory = fitted
+            step = model.step(trial)
+            cand = Candidate(trial, memory, step, ("uneven_pp",) if trial.uneven_pp else ())
+            if best is None or _rank_key(cand) < _rank_key(best):
+                best = cand
+        if not fitted_any:
+            _reject(result, "RULE_MEMORY", _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp) + f" MBS={mbs}")
+            break  # a larger micro-batch needs even more memory
+    return best
+
+
+def best_layout(
+    arch: ModelArch,
+    hardware: Hardware,
+    gpus: int,
+    *,
+    gbs: int,
+    seq_length: int,
+    precision: str = "bf16",
+    goal: str = "pretrain",
+    prefer: Layout | None = None,
+) -> Candidate | None:
+    """The recipe's own layout (`prefer`) when it is valid here and fits, else the search's best;
+    None when no layout works or the architecture lacks fields the estimates need."""
+    if arch is None or arch.missing:
+        return None
+    if prefer is not None:
+        kept = replace(prefer, world=gpus, gbs=gbs, seq_length=seq_length)
+        errors = [v for v in check_layout(kept, arch, hardware) if v.severity == "error"]
+        if not errors:
+            memory = estimate_memory(arch, kept, hardware.hbm_gb, precision=precision, goal=goal)
+            if memory.fits:
+                step = estimate_step(arch, hardware, kept, precision, goal)
+                return Candidate(kept, memory, step, ("recipe_layout",))
+    found = search(arch, hardware, gpus, gbs=gbs, seq_length=seq_length, precision=precision, goal=goal, top=1)
+    return found.best
+
+
+def estimate_layout(
+    layout: Layout,
+    arch: ModelArch,
+    hardware: Hardware,
+    *,
+    precision: str = "bf16",
+    goal: str = "pretrain",
+    mtp_layers: int | None = None,
+    moe_token_drop: bool = False,
+) -> Candidate | None:
+    """Memory breakdown and step estimate of one given layout (rules are the caller's business:
+    see rules.check_layout). `.fits` says whether it fits in HBM with the headroom. Returns None
+    when the architecture lacks fields the estimates need (arch.missing)."""
+    if arch is None or arch.missing:
+        return None
+    if layout.world is None:
+        layout = evolve(layout, world=layout.tp * layout.pp * layout.cp)
+    memory = estimate_memory(arch, layout, hardware.hbm_gb, precision=precision, goal=goal)
+    step = estimate_step(arch, hardware, layout, precision, goal, mtp_layers=mtp_layers, moe_token_drop=moe_token_drop)
+    return Candidate(layout, memory, step, ("uneven_pp",) if layout.uneven_pp else ())
