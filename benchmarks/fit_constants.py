@@ -29,7 +29,8 @@ def render(cal) -> str:
     gen = ", ".join(f'"{k}": {num(v)}' for k, v in cal.generation.items())
     scalars = [f"    {name}={num(getattr(cal, name))}," for name in (
         "attn_eff", "exp_share", "moe_eff", "moe_lowp_gain", "moe_half_tokens", "elementwise", "layer_latency_s",
-        "moe_sync_s", "tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "link_eff")]
+        "moe_sync_s", "tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "fsdp_exposed", "p2p_latency_s",
+        "link_eff")]
     return "\n".join(["CAL = Calibration(", f"    gemm_eff={{{gemm}}},", *scalars, f"    generation={{{gen}}},", ")"])
 
 

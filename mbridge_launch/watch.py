@@ -2,10 +2,13 @@
 the job, roll the checkpoint directory back to the last complete checkpoint strictly before the
 trigger iteration, and resubmit, at most `max_rollbacks` times over the run's resubmission chain.
 
-Resubmission is a hook (`ResubmitHook`): the gate owns submissions. `resubmit_skipping_batch`
-is the default: the same plan plus `train.iterations_to_skip` holding the trigger iteration (a
-convergence change, recorded as such), so the bad batch is consumed without an update, loading
-from the rolled-back directory.
+Resubmission is a hook (`ResubmitHook`): the gate owns submissions. `mbridge-launch watch` uses
+`gate.auto_resubmit`: the same plan plus `train.iterations_to_skip` holding the trigger iteration
+(`auto_rollback_plan`; a convergence change, recorded as such), so the bad batch is consumed
+without an update, loading from the rolled-back directory, submitted through the gate (preflight,
+plan card, ledger) with the watcher's 'auto-rollback' confirmation. `resubmit_skipping_batch` is
+the bare ledger-and-scheduler step without the gate's preflight (for tests that bring their own
+scheduler or plans that are not meant to pass preflight).
 
 One watcher per run chain: a lock file next to the ledger (`watch-<first run id>.lock`).
 """
@@ -209,14 +212,21 @@ def skip_plan(plan, iteration: int, reason: str):
     return resubmission_plan(plan, reason=reason, skip_iters=[iteration])
 
 
+def auto_rollback_plan(run: L.RunRecord, to_iter: int, trigger: Trigger):
+    """The plan the watcher resubmits: `run`'s plan with the trigger's batch skipped."""
+    reason = f"auto-rollback to {to_iter} after {trigger.kind} at iteration {trigger.iteration}: skip that batch"
+    return skip_plan(run.plan(), trigger.iteration, reason)
+
+
 def resubmit_skipping_batch(ledger: L.Ledger, run: L.RunRecord, to_iter: int, trigger: Trigger,
                             submit: Optional[Callable] = None) -> L.RunRecord:
-    """Submit the run again (written before and after the scheduler call like any submission),
-    consented to by the plan's auto_rollback.enabled, as a child of `run` in the ledger."""
+    """Submit the run again, WITHOUT the gate's preflight and plan card: only the ledger (written
+    before and after the scheduler call) and the scheduler (`submit`, default launch.submit_plan),
+    consented to by the plan's auto_rollback.enabled, as a child of `run`. For tests and callers
+    that did their own checks; `mbridge-launch watch` resubmits through `gate.auto_resubmit`."""
     if submit is None:
         from mbridge_launch.launch import submit_plan as submit
-    reason = f"auto-rollback to {to_iter} after {trigger.kind} at iteration {trigger.iteration}: skip that batch"
-    plan = skip_plan(run.plan(), trigger.iteration, reason)
+    plan = auto_rollback_plan(run, to_iter, trigger)
     plan_yaml = plan.to_yaml()
     with ledger.submission(name=run.name, plan_hash=plan.plan_hash(), plan_yaml=plan_yaml, executor=run.executor,
                            plan_path=None, cluster=run.cluster, job_name=run.job_name, work_dir=run.work_dir,

@@ -41,14 +41,15 @@ class FakeSlurm(SlurmClient):
         super().__init__(env={})
         self.answers = answers
 
-    def run(self, argv, stdin=None, timeout=30):  # noqa: D102 - same contract as SlurmClient.run
+    def run(self, argv, stdin=None, timeout=30, cache=True):  # noqa: D102 - same contract as SlurmClient.run
         key = tuple(argv)
-        if stdin is None and key in self._memo:
+        cache = cache and stdin is None
+        if cache and key in self._memo:
             return self._memo[key]
         self.calls.append(list(argv))
         rc, out, err = self.answers.get(key, (1, "", f"{argv[0]}: unrecognized option"))
         result = subprocess.CompletedProcess(argv, rc, out, err)
-        if stdin is None:
+        if cache:
             self._memo[key] = result
         return result
 

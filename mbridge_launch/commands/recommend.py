@@ -19,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", help="bf16, fp8cs, fp8mx, fp8sc, fp8ds, nvfp4")
     parser.add_argument("--dataset", help="dataset selector (mock, megatron-indexed, squad, tulu3, ...)")
     parser.add_argument("--hf-config", help="a local Hugging Face config.json (or a checkpoint directory) for the architecture")
+    parser.add_argument("--catalog-version", metavar="V", help="Megatron Bridge catalog version (default: the newest)")
     parser.add_argument("--smoke-test", action="store_true", help="a first try of Megatron Bridge: Llama 3 8B pretrain on mock data")
     parser.add_argument("-o", "--output", help="write the answer as a Plan YAML file")
     group = parser.add_argument_group("plan settings (with -o)")
@@ -61,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     request = Request(model=model, gpus=args.gpus, gpu_type=args.gpu_type, goal=normalize_goal(goal),
                       seq_length=args.seq_length, benchmark=args.benchmark,
                       precision=normalize_precision(args.precision), dataset=dataset,
-                      overrides=parse_overrides(args.overrides), hf_config=args.hf_config)
+                      overrides=parse_overrides(args.overrides), hf_config=args.hf_config,
+                      catalog_version=args.catalog_version)
     rec = recommend(request)
     flags = ClusterFlags(name=args.name, account=args.account, partition=args.partition, time=args.time,
                          container_image=args.container_image, mounts=args.mount, env=args.env,

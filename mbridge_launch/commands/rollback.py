@@ -1,9 +1,16 @@
-"""`mbridge-launch rollback RUN|DIR --to ITER [--dry-run] [--yes] [--cancel]`, `--undo`, `--recover`.
+"""`mbridge-launch rollback RUN|DIR --to ITER [--dry-run] [--yes] [--cancel]
+[--resubmit [--seed N] [--skip-iters ITERS]]`, `--undo`, `--recover`.
 
 Confirmation like submit: the user types the run name (or the directory's basename); `--yes`
 for scripts; no terminal and no --yes is a refusal. A recorded run that is still active is
 refused unless --cancel, which cancels it through its executor and waits until Slurm reports it
 stopped (its trainer checkpoints on SIGTERM) before anything is touched.
+
+--resubmit (a recorded run only: a bare directory has no plan) then submits the run again through
+the gate (preflight, plan card, confirmation; --yes passes through), loading from the rolled-back
+iteration, optionally with a new `rng.seed` (--seed) and skipped batches
+(`train.iterations_to_skip`, --skip-iters): convergence changes, recorded as such in the plan and
+the ledger; the new run is a child of the rolled-back one.
 """
 
 from __future__ import annotations
@@ -28,6 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="undo the newest rollback (or the one named STAMP, which must be the newest)")
     parser.add_argument("--recover", action="store_true", help="only finish an interrupted rollback or undo")
     parser.add_argument("--cancel", action="store_true", help="cancel the run first if it is still active")
+    parser.add_argument("--resubmit", action="store_true",
+                        help="then submit the run again through the gate, loading from the rolled-back iteration")
+    parser.add_argument("--seed", metavar="N", help="with --resubmit: a new rng.seed (a convergence change)")
+    parser.add_argument("--skip-iters", metavar="ITERS",
+                        help="with --resubmit: iterations whose batches are skipped, e.g. 25,30-32 (a convergence change)")
     add_ledger_argument(parser)
     add_common(parser)
 
@@ -51,6 +63,80 @@ def _parse_iter(value: str | None) -> int:
     if not text.isdigit():
         raise UserError("rollback.bad_iter", value=value)
     return int(text)
+
+
+MAX_SKIPPED = 100_000  # a typo such as 1-10000000 must not build a ten-million-entry override
+
+
+def _parse_skip_iters(value: str | None) -> list[int]:
+    """'25,30-32' -> [25, 30, 31, 32]."""
+    from mbridge_launch.errors import UserError
+
+    if value is None:
+        return []
+    found: set[int] = set()
+    for part in value.split(","):
+        text = part.strip()
+        low, dash, high = text.partition("-")
+        if not low.strip().isdigit() or (dash and not high.strip().isdigit()):
+            raise UserError("rollback.bad_skip_iters", value=value, part=text)
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first or len(found) + last - first + 1 > MAX_SKIPPED:
+            raise UserError("rollback.bad_skip_iters", value=value, part=text)
+        found.update(range(first, last + 1))
+    return sorted(found)
+
+
+def _parse_seed(value: str | None) -> int | None:
+    from mbridge_launch.errors import UserError
+
+    if value is None:
+        return None
+    if not value.strip().isdigit():
+        raise UserError("rollback.bad_seed", value=value)
+    return int(value.strip())
+
+
+def _check_resubmit_args(args) -> tuple[list[int], int | None]:
+    from mbridge_launch.errors import UserError
+
+    skips, seed = _parse_skip_iters(args.skip_iters), _parse_seed(args.seed)
+    if not args.resubmit and (args.skip_iters is not None or args.seed is not None):
+        raise UserError("rollback.resubmit_only", flag="--seed" if args.seed is not None else "--skip-iters")
+    if args.resubmit and (args.undo is not None or args.recover):
+        raise UserError("rollback.resubmit_conflict", flag="--undo" if args.undo is not None else "--recover")
+    return skips, seed
+
+
+def _resubmission(ledger, target, to_iter: int, skips: list[int], seed: int | None):
+    """The plan to submit after the rollback, and a refusal now (before anything is changed) when
+    the run has no plan or the same plan is already running under another run."""
+    from mbridge_launch.errors import CheckFailed, UserError
+    from mbridge_launch.ledger_cli import refresh
+    from mbridge_launch.watch import resubmission_plan
+
+    if target.run is None:
+        raise UserError("rollback.resubmit_needs_run", path=str(target.save_dir))
+    changes = ([f"rng.seed={seed}"] if seed is not None else []) + \
+        ([f"train.iterations_to_skip={','.join(map(str, skips))}"] if skips else [])
+    reason = t("rollback.resubmit_reason", lang="en", run=target.run.name, id=target.run.id, iteration=to_iter,
+               changes="; ".join(changes) or "-")
+    plan = resubmission_plan(target.run.plan(), reason=reason, skip_iters=skips, seed=seed)
+    replaced = {r.id for r in _active_runs(ledger, target)} | {target.run.id}
+    others = [r for r in ledger.active_runs_with_plan_hash(plan.plan_hash()) if r.id not in replaced]
+    others = [r for r in refresh(ledger, others) if r.active] if others else []
+    if others:
+        run = others[0]
+        raise CheckFailed("gate.duplicate", hash=plan.plan_hash(), run=run.name, id=run.id, state=run.state,
+                          jobs=", ".join(run.job_ids) or "-")
+    return plan
+
+
+def _resubmit(ledger, target, plan, yes: bool):
+    from mbridge_launch.gate import resubmit_options, submit_gated
+
+    print(t("rollback.resubmitting", run=target.run.name, id=target.run.id), file=sys.stderr)
+    return submit_gated(plan, resubmit_options(ledger, target.run, yes=yes))
 
 
 def _active_runs(ledger, target):
@@ -108,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.ledger_cli import confirm, open_ledger, resolve_target
     from mbridge_launch.output import print_json
 
+    skips, seed = _check_resubmit_args(args)
     with open_ledger(args) as ledger:
         target = resolve_target(args.target, ledger)
         run_id = target.run.id if target.run else None
@@ -139,30 +226,64 @@ def run(args: argparse.Namespace) -> int:
             return 0
 
         to_iter = _parse_iter(args.to)
+        new_plan = _resubmission(ledger, target, to_iter, skips, seed) if args.resubmit else None
         plan = rb.rollback(target.save_dir, to_iter, dry_run=True)
-        if plan.nothing_to_do and not plan.pending_recovery:
+        if plan.nothing_to_do and not plan.pending_recovery and new_plan is None:
             print(t("rollback.nothing_to_do", path=plan.save_dir, iteration=to_iter))
             return 0
         if args.format == "json" and args.dry_run:
-            print_json(plan.__dict__)
+            print_json({**plan.__dict__, "resubmit_overrides": _changed_overrides(target, new_plan)})
             return 0
-        _print_plan(plan)
+        if not plan.nothing_to_do or plan.pending_recovery:
+            _print_plan(plan)
         _warn_if_pinned(target)
+        if new_plan is not None:
+            print(t("rollback.resubmit_preview", run=target.run.name,
+                    overrides=", ".join(f"{o['key']}={o['value']}" for o in _changed_overrides(target, new_plan)) or "-"))
         if args.dry_run:
             print(t("rollback.dry_run_done"))
             return 0
         held = []
         _ensure_stopped(ledger, target, args, held)
-        method = held[0] if held else confirm(target.label, yes=args.yes, action_key="rollback.action_rollback")
-        ledger.record_confirmation(run_id, "rollback", method, {"save_dir": str(target.save_dir), "to_iter": to_iter})
-        result = rb.rollback(target.save_dir, to_iter, ledger=ledger, run_id=run_id)
+        if plan.nothing_to_do and not plan.pending_recovery:
+            result = None  # --resubmit of a directory that is already at --to: only the resubmission
+            print(t("rollback.nothing_to_do", path=plan.save_dir, iteration=to_iter))
+        else:
+            method = held[0] if held else confirm(target.label, yes=args.yes, action_key="rollback.action_rollback")
+            ledger.record_confirmation(run_id, "rollback", method, {"save_dir": str(target.save_dir), "to_iter": to_iter})
+            result = rb.rollback(target.save_dir, to_iter, ledger=ledger, run_id=run_id)
+            _report(result, to_iter, ref, args.format, text_only=new_plan is not None)
+        if new_plan is None:
+            return 0
+        gated = _resubmit(ledger, target, new_plan, args.yes)
+        child = ledger.get_run(gated.run_id)
+    if args.format == "json":
+        print_json({"rollback": result.__dict__ if result else None,
+                    "resubmitted": {**child.summary(), "confirmation": gated.confirmation, "script": gated.script_path}})
+    else:
+        print(t("rollback.resubmitted", run=child.name, id=child.id, parent=child.parent_run_id,
+                jobs=", ".join(child.job_ids) or "-", iteration=to_iter))
+    return 0
+
+
+def _changed_overrides(target, new_plan) -> list[dict]:
+    """The overrides the resubmission adds or changes (shown before anything is done)."""
+    if new_plan is None:
+        return []
+    before = {(o.key, o.value) for o in target.run.plan().overrides}
+    return [{"key": o.key, "value": o.value, "class": o.change_class, "reason": o.reason}
+            for o in new_plan.overrides if (o.key, o.value) not in before]
+
+
+def _report(result, to_iter: int, ref: str, fmt: str, *, text_only: bool) -> None:
     if result.recovered:
         print(t("rollback.recovered", stamps=", ".join(result.recovered)))
     if result.nothing_to_do:
         print(t("rollback.nothing_to_do", path=result.save_dir, iteration=to_iter))
-    elif args.format == "json":
+    elif fmt == "json" and not text_only:
+        from mbridge_launch.output import print_json
+
         print_json(result.__dict__)
     else:
         print(t("rollback.done", path=result.save_dir, iteration=to_iter, count=len(result.moved),
-                stamp=result.stamp, ref=ref))
-    return 0
+                stamp=result.stamp, ref=ref), file=sys.stderr if fmt == "json" else sys.stdout)

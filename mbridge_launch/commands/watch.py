@@ -1,7 +1,9 @@
 """`mbridge-launch watch RUN`: follow the run's logs and apply plan.auto_rollback.
 
-Exit code 0 when the (last) run completed; 1 when it ended otherwise, when a trigger was only
-reported, or when the watcher stopped (rollback limit, no checkpoint to go back to).
+Resubmissions go through the gate (`gate.auto_resubmit`: preflight, plan card, ledger, the
+watcher's 'auto-rollback' confirmation). Exit code 0 when the (last) run completed; 1 when it
+ended otherwise, when a trigger was only reported, when the watcher stopped (rollback limit, no
+checkpoint to go back to) or when the gate refused the resubmission.
 """
 
 from __future__ import annotations
@@ -30,16 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.gate import auto_resubmit
     from mbridge_launch.ledger_cli import open_ledger
     from mbridge_launch.output import print_json
-    from mbridge_launch.watch import Watcher, resubmit_skipping_batch
+    from mbridge_launch.watch import Watcher
 
     with open_ledger(args) as ledger:
         record = ledger.get_run(args.run)
         act = args.act or record.plan().auto_rollback.enabled
         if not act:
             print(t("warning.prefix", message=t("watch.not_enabled", run=record.name)), file=sys.stderr)
-        watcher = Watcher(ledger, resubmit=None if args.no_resubmit else resubmit_skipping_batch, act=act,
+        watcher = Watcher(ledger, resubmit=None if args.no_resubmit else auto_resubmit, act=act,
                           max_rollbacks=args.max_rollbacks, poll_s=args.poll, refresh_s=max(args.poll, 2.0))
         result = watcher.watch(record)
     if args.format == "json":

@@ -46,4 +46,15 @@ MESSAGES = {
     "gate.cancelled": ("cancelled run {name} (#{id}): job(s) {jobs}", "已取消运行 {name}（#{id}）：作业 {jobs}"),
     "gate.not_active": ("run {name} (#{id}) is {state}: nothing to cancel", "运行 {name}（#{id}）状态为 {state}：无需取消"),
     "gate.threshold_invalid": ("confirmation threshold must be a number of GPU-hours, got '{value}'", "确认阈值必须是 GPU 小时数，当前为 '{value}'"),
+    "gate.action.resubmit": ("resubmit", "重新提交"),
+    "gate.inherited_reason": (
+        "carried over from run #{id}, which was submitted with --force: {reason}",
+        "沿用运行 #{id} 的 --force 理由：{reason}",
+    ),
+    "gate.auto_resubmit_refused": (
+        "run {run} was rolled back to iteration {iteration}, but the gate refused to resubmit it: {reason} "
+        "(after fixing that: mbridge-launch rollback {run} --to {iteration} --resubmit)",
+        "运行 {run} 已回滚到迭代 {iteration}，但提交闸门拒绝重新提交：{reason}"
+        "（修复后可执行：mbridge-launch rollback {run} --to {iteration} --resubmit）",
+    ),
 }

@@ -159,4 +159,29 @@ MESSAGES = {
         "run {run} was rolled back and not resubmitted (--no-resubmit)",
         "运行 {run} 已回滚，未重新提交（--no-resubmit）",
     ),
+    # rollback --resubmit
+    "rollback.bad_skip_iters": (
+        "--skip-iters must be iteration numbers and ranges such as 25,30-32 (at most 100000 iterations), got '{value}' (bad part: '{part}')",
+        "--skip-iters 必须是迭代编号或范围，例如 25,30-32（最多 100000 个迭代），实际为 '{value}'（有误的部分：'{part}'）",
+    ),
+    "rollback.bad_seed": ("--seed must be a non-negative integer, got '{value}'", "--seed 必须是非负整数，实际为 '{value}'"),
+    "rollback.resubmit_only": ("{flag} applies only with --resubmit", "{flag} 只能与 --resubmit 一起使用"),
+    "rollback.resubmit_conflict": ("--resubmit cannot be combined with {flag}", "--resubmit 不能与 {flag} 同时使用"),
+    "rollback.resubmit_needs_run": (
+        "--resubmit needs a recorded run (its plan is in the ledger); {path} is a bare checkpoint directory: roll it back without --resubmit, then submit its plan with mbridge-launch submit",
+        "--resubmit 需要台账中记录的运行（其计划保存在台账中）；{path} 是单独的检查点目录：请不带 --resubmit 回滚，然后用 mbridge-launch submit 提交其计划",
+    ),
+    "rollback.resubmit_reason": (
+        "rollback of run {run} (#{id}) to iteration {iteration}, resubmitted ({changes})",
+        "运行 {run}（#{id}）回滚到迭代 {iteration} 后重新提交（{changes}）",
+    ),
+    "rollback.resubmit_preview": (
+        "then resubmit run {run} through the gate, loading from the rollback; plan changes: {overrides}",
+        "随后通过提交闸门重新提交运行 {run}，从回滚点加载；计划变更：{overrides}",
+    ),
+    "rollback.resubmitting": ("resubmitting run {run} (#{id}) through the gate", "正在通过提交闸门重新提交运行 {run}（#{id}）"),
+    "rollback.resubmitted": (
+        "resubmitted as run {run} (#{id}, child of #{parent}): job(s) {jobs}, loading from iteration {iteration}",
+        "已重新提交为运行 {run}（#{id}，#{parent} 的后续运行）：作业 {jobs}，从迭代 {iteration} 加载",
+    ),
 }

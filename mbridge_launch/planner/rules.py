@@ -242,10 +242,10 @@ def _model_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
     name = arch.name
     n, g = arch.num_attention_heads, arch.kv_groups
     tps = valid_tp(arch)
-    if n % L.tp:
-        out.append(_v("RULE_TP_HEADS", "planner.rule.tp_heads", "tp", tps, tp=L.tp, heads=n, model=name))
-    if g % L.tp:
+    if g % L.tp:  # the KV groups are the stricter constraint: name them first
         out.append(_v("RULE_TP_KV_HEADS", "planner.rule.tp_kv_heads", "tp", tps, tp=L.tp, groups=g, model=name))
+    elif n % L.tp:
+        out.append(_v("RULE_TP_HEADS", "planner.rule.tp_heads", "tp", tps, tp=L.tp, heads=n, model=name))
     if arch.ffn_hidden_size and arch.ffn_hidden_size % L.tp and n % L.tp == 0 and g % L.tp == 0:
         out.append(_v("RULE_TP_FFN", "planner.rule.tp_ffn", "tp", tps, tp=L.tp, ffn=arch.ffn_hidden_size, model=name))
     if L.cp > 1 and L.cp_comm_type == "a2a" and (g // max(L.tp, 1)) % L.cp and g % L.tp == 0:
@@ -272,7 +272,9 @@ def _pipeline_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
             if not ok:
                 out.append(_v("RULE_PP_UNEVEN", "planner.rule.pp_uneven", "pp", severity="error",
                               layers=layers, pp=L.pp, vp=vp, first=first, last=last, model=arch.name))
-        elif layers < chunks:
+        elif layers + 2 < chunks:
+            # an uneven split may count the embedding and the loss as one layer each
+            # (account_for_embedding/loss_in_pipeline_split), never fewer than one layer per chunk
             out.append(_v("RULE_PP_LAYERS", "planner.rule.pp_layers", "pp", [p for p in divisors(layers)],
                           layers=layers, pp=L.pp, vp=vp, chunks=chunks, model=arch.name))
         return

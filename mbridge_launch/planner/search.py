@@ -150,6 +150,15 @@ def _grids(arch: ModelArch, hw: Hardware, gpus: int, seq: int, opts: Options) ->
                         yield tp, pp, cp, ep, etp
 
 
+def _fsdp_choices(arch: ModelArch, pp: int, options: Options) -> list[bool]:
+    """Megatron-FSDP is searched for dense models with PP=1 (its rule); MoE models keep the
+    distributed optimizer unless the caller asks for FSDP: no Megatron Bridge MoE recipe uses
+    FSDP with expert parallelism."""
+    if options.fsdp is not None:
+        return [options.fsdp]
+    return [False, True] if pp == 1 and not arch.is_moe else [False]
+
+
 def _vp_choices(arch: ModelArch, pp: int) -> list[int | None]:
     """No VP, plus the VP sizes that split the layers evenly (powers of two when the pipeline
     split is uneven anyway), each virtual stage keeping at least one layer."""
@@ -202,8 +211,7 @@ def search(
         if not mbs_ok:
             _reject(result, "RULE_GBS", _grid_label(tp, pp, cp, ep, etp) + f" DP={dp}")
             continue
-        fsdp_choices = [options.fsdp] if options.fsdp is not None else ([False, True] if pp == 1 else [False])
-        for fsdp in fsdp_choices:
+        for fsdp in _fsdp_choices(arch, pp, options):
             if fsdp and pp > 1:
                 _reject(result, "RULE_FSDP_PP", _grid_label(tp, pp, cp, ep, etp, True))
                 continue
@@ -245,6 +253,17 @@ def _rank_key(c: Candidate) -> tuple:
 def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: str, goal: str,
                 opts: Options, result: SearchResult) -> Candidate | None:
     best: Candidate | None = None
+    for trial, memory in grid_variants(arch, hw, grid, precision, goal, opts, result):
+        step = model.step(trial)
+        cand = Candidate(trial, memory, step, ("uneven_pp",) if trial.uneven_pp else ())
+        if best is None or _rank_key(cand) < _rank_key(best):
+            best = cand
+    return best
+
+
+def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, goal: str,
+                  opts: Options = Options(), result: SearchResult | None = None) -> Iterable[tuple[Layout, MemoryBreakdown]]:
+    """Every (MBS, VP) of a rule-valid grid with the lightest recompute that fits in memory."""
     dp = grid.dp
     mbs_choices = [opts.mbs] if opts.mbs else MBS_CHOICES
     recomputes = [opts.recompute] if opts.recompute else list(RECOMPUTE_ORDER)
@@ -254,26 +273,39 @@ def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: s
         fitted_any = False
         for vp in _vp_choices(arch, grid.pp):
             layout = evolve(grid, mbs=mbs, vp=vp, uneven_pp=arch.num_layers % (grid.pp * (vp or 1)) != 0)
-            fitted = None
             for recompute in recomputes:
                 trial = evolve(layout, recompute=recompute)
                 memory = estimate_memory(arch, trial, hw.hbm_gb, precision=precision, goal=goal)
-                result.evaluated += 1
+                if result is not None:
+                    result.evaluated += 1
                 if memory.fits:
-                    fitted = (trial, memory)
+                    fitted_any = True
+                    yield trial, memory
                     break
-            if fitted is None:
-                continue
-            fitted_any = True
-            trial, memory = fitted
-            step = model.step(trial)
-            cand = Candidate(trial, memory, step, ("uneven_pp",) if trial.uneven_pp else ())
-            if best is None or _rank_key(cand) < _rank_key(best):
-                best = cand
         if not fitted_any:
-            _reject(result, "RULE_MEMORY", _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp) + f" MBS={mbs}")
+            if result is not None:
+                _reject(result, "RULE_MEMORY", _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp) + f" MBS={mbs}")
             break  # a larger micro-batch needs even more memory
-    return best
+
+
+def feasible_grids(arch: ModelArch, hw: Hardware, gpus: int, *, gbs: int, seq_length: int, precision: str = "bf16",
+                   goal: str = "pretrain", options: Options = Options()) -> list[Layout]:
+    """The grids (MBS=1 placeholders) that pass the rules and whose memory lower bound fits."""
+    grids: list[Layout] = []
+    limit = HEADROOM * hw.hbm_gb
+    for tp, pp, cp, ep, etp in _grids(arch, hw, gpus, seq_length, options):
+        base = Layout(
+            tp=tp, pp=pp, cp=cp, ep=ep, etp=etp if etp > 1 else None, sp=tp > 1, mbs=1, gbs=gbs,
+            seq_length=seq_length, world=gpus, gpus_per_node=hw.gpus_per_node,
+            cp_comm_type="p2p" if cp > 1 else None, uneven_pp=arch.num_layers % pp != 0,
+        )
+        if tp > hw.nvlink_domain or any(v.severity == "error" and v.code != "RULE_GBS" for v in check_layout(base, arch, hw)):
+            continue
+        for fsdp in _fsdp_choices(arch, pp, options):
+            grid = evolve(base, fsdp=fsdp)
+            if static_memory(arch, grid, precision=precision, goal=goal) <= limit:
+                grids.append(grid)
+    return grids
 
 
 def best_layout(

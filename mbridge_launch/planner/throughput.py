@@ -46,6 +46,8 @@ class Calibration:
     cp_exposed: float = 0.35
     ep_exposed: float = 0.5
     dp_exposed: float = 0.2
+    fsdp_exposed: float = 0.3  # Megatron-FSDP per-micro-batch gathers that prefetch does not hide
+    p2p_latency_s: float = 5e-5  # per pipeline send/receive (network round trip + sync)
     link_eff: float = 0.75
     # sustained speed of a GPU generation relative to its nominal peak (Blackwell = 1)
     generation: dict = field(default_factory=lambda: {"hopper": 1.0, "blackwell": 1.0, "blackwell_ultra": 1.0}, hash=False)
@@ -53,21 +55,21 @@ class Calibration:
 
 # BEGIN FITTED CONSTANTS (written by benchmarks/fit_constants.py --write)
 CAL = Calibration(
-    gemm_eff={"bf16": 0.6911, "fp8": 0.7845, "fp8mx": 0.7303, "nvfp4": 0.5251},
-    attn_eff=0.4787,
-    exp_share=0.5049,
-    moe_eff=0.4468,
-    moe_lowp_gain=1.905,
-    moe_half_tokens=1066,
-    elementwise=4.189,
-    layer_latency_s=0.002272,
-    moe_sync_s=0.0007877,
-    tp_exposed=0.6207,
-    cp_exposed=0.3009,
-    ep_exposed=0.3336,
-    dp_exposed=0.154,
+    gemm_eff={"bf16": 0.6852, "fp8": 0.7779, "fp8mx": 0.7137, "nvfp4": 0.496},
+    attn_eff=0.4586,
+    exp_share=0.7616,
+    moe_eff=0.4604,
+    moe_lowp_gain=1.856,
+    moe_half_tokens=1225,
+    elementwise=4.742,
+    layer_latency_s=0.001423,
+    moe_sync_s=0.0006678,
+    tp_exposed=0.7679,
+    cp_exposed=0.3057,
+    ep_exposed=0.3576,
+    dp_exposed=0.1281,
     link_eff=0.75,
-    generation={"hopper": 1.13, "blackwell": 1, "blackwell_ultra": 1.234},
+    generation={"hopper": 1.137, "blackwell": 1, "blackwell_ultra": 1.243},
 )
 # END FITTED CONSTANTS
 
@@ -264,7 +266,7 @@ class _StepModel:
         t_p2p = 0.0
         if pp > 1:
             bw = hw.nvlink_gbps if world <= hw.nvlink_domain else hw.network_gbps
-            t_p2p = 2 * vp * (tokens_mb / cp * h * 2.0 / tp) / (bw * link)
+            t_p2p = 2 * vp * ((tokens_mb / cp * h * 2.0 / tp) / (bw * link) + cal.p2p_latency_s)
         t_pipe = (m + bubble) * (t_stage + cal.tp_exposed * t_p2p)
 
         # Data parallel: distributed-optimizer reduce-scatter (fp32 grads) + all-gather (bf16 params)
@@ -277,7 +279,7 @@ class _StepModel:
             # micro-batch (FP8 runs gather FP8 params); prefetching hides it behind compute
             unit = (1.0 if self.low_precision else 2.0) * 2 + 4.0
             per_mb = _ring_time(dense * unit, dp * cp, tp, hw, cal) + _ring_time(expert * unit, edp, ep_stride, hw, cal)
-            t_dp = m * max(per_mb * cal.dp_exposed, per_mb - t_stage)
+            t_dp = m * max(per_mb * cal.fsdp_exposed, per_mb - t_stage)
         else:
             full = _ring_time(dense * 6.0, dp * cp, tp, hw, cal) + _ring_time(expert * 6.0, edp, ep_stride, hw, cal)
             t_dp = max(full * cal.dp_exposed, full - t_stage)

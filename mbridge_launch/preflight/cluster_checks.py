@@ -192,11 +192,10 @@ def expected_segment(nodes: int, domain_nodes: int) -> int:
 
 def _segment_support(client: SlurmClient) -> tuple[bool, str, str]:
     try:
-        version = client.version()
+        version, version_text = client.version()
         topology = client.config().get("TopologyPlugin", "?")
     except SlurmUnavailable as exc:
         return False, "?", str(exc)
-    version_text = ".".join(map(str, version)) if version else "?"
     ok = version is not None and version >= _SEGMENT_MIN_VERSION and topology.strip() == "topology/block"
     return ok, version_text, topology
 

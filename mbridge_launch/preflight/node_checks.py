@@ -133,7 +133,7 @@ def run_node_checks(ctx: PreflightContext, client: SlurmClient, timeout_s: float
     state = _wait(client, job_id, timeout_s)
     output_path = out_dir / f"node-check-{job_id}.out"
     if state is None:
-        client.run(["scancel", job_id])
+        client.run(["scancel", job_id], cache=False)
         return [Check("nodes.timeout", "error", {"job": job_id, "seconds": int(timeout_s), "log": str(output_path)})]
     text = _read(output_path)
     return report_nodes(ctx, job_id, state, text, output_path)
@@ -152,7 +152,7 @@ def _wait(client: SlurmClient, job_id: str, timeout_s: float) -> str | None:
     for MinJobAge; after that the job is gone and counts as finished."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        result = client.run(["scontrol", "show", "job", "-o", job_id], timeout=30)
+        result = client.run(["scontrol", "show", "job", "-o", job_id], timeout=30, cache=False)
         if result.returncode != 0:
             return "UNKNOWN"
         state = parse_oneliner(result.stdout.strip()).get("JobState", "")

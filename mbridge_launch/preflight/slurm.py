@@ -183,11 +183,12 @@ class SlurmClient:
         self.calls: list[list[str]] = []  # every command actually run (tests count them)
         self._memo: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
 
-    def run(self, argv: list[str], stdin: str | None = None, timeout: float = QUERY_TIMEOUT_S) -> subprocess.CompletedProcess:
-        """Run a Slurm command (cached when it reads no stdin). Missing binaries and timeouts
-        become SlurmUnavailable."""
+    def run(self, argv: list[str], stdin: str | None = None, timeout: float = QUERY_TIMEOUT_S, cache: bool = True) -> subprocess.CompletedProcess:
+        """Run a Slurm command, cached per client when it reads no stdin and `cache` is true
+        (polling passes cache=False). Missing binaries and timeouts become SlurmUnavailable."""
         key = tuple(argv)
-        if stdin is None and key in self._memo:
+        cache = cache and stdin is None
+        if cache and key in self._memo:
             return self._memo[key]
         self.calls.append(list(argv))
         try:
@@ -196,7 +197,7 @@ class SlurmClient:
             raise SlurmUnavailable(f"{argv[0]} not found on PATH") from None
         except subprocess.TimeoutExpired:
             raise SlurmUnavailable(f"{' '.join(argv)} did not answer within {timeout:.0f}s") from None
-        if stdin is None:
+        if cache:
             self._memo[key] = result
         return result
 
@@ -236,8 +237,11 @@ class SlurmClient:
         text = self._checked(["scontrol", "show", "node", "-o"])
         return [node_from_oneliner(parse_oneliner(line)) for line in text.splitlines() if line.strip()]
 
-    def version(self) -> tuple[int, int] | None:
-        return parse_slurm_version(self._checked(["scontrol", "--version"]))
+    def version(self) -> tuple[tuple[int, int] | None, str]:
+        """((major, minor), "22.05.8") of the Slurm the commands talk to."""
+        text = self._checked(["scontrol", "--version"]).strip()
+        match = re.search(r"\d+\.\d+(?:\.\d+)?", text)
+        return parse_slurm_version(text), match.group(0) if match else (text or "?")
 
     def config(self) -> dict[str, str]:
         key = ("__config__",)

@@ -115,7 +115,7 @@ def recommend(request: Request) -> Recommendation:
 
     hardware = get_hardware(request.gpu_type)
     gpu_type = hardware.name
-    catalog = load_catalog()
+    catalog = load_catalog(request.catalog_version)
     model = resolve_model(request.model)
     arch = arch_from_hf_config(request.hf_config) if request.hf_config else load_arch(model)
     if request.benchmark:
@@ -145,7 +145,7 @@ def recommend(request: Request) -> Recommendation:
     layout = _apply_user_layout(resized.layout, request)
     errors = [v for v in rules.check_layout(layout, arch, hardware) if v.severity == "error"]
     if errors:
-        raise UserError("recommend.override_rule", setting=errors[0].field, reason=errors[0].message())
+        raise _override_error(errors, request)
     rec.layout = layout
     rec.estimate = resized.estimate if layout == resized.layout else _estimate(layout, arch, hardware, precision, request.goal)
     _record_layout_changes(rec, _recipe_layout(recipe, world), layout, resized)
@@ -168,13 +168,21 @@ def recommend(request: Request) -> Recommendation:
     return rec
 
 
+def _override_error(errors: list[Any], request: Request) -> UserError:
+    """The broken rule, preferring one about a field the user overrode, and which override did it."""
+    by_attr = {attr: o for o in request.overrides for attr, key in LAYOUT_KEYS.items() if o.path == key}
+    for violation in errors:
+        if violation.field in by_attr:
+            return UserError("recommend.override_rule", setting=by_attr[violation.field].as_arg(), reason=violation.message())
+    setting = ", ".join(o.as_arg() for o in by_attr.values()) or "-"
+    return UserError("recommend.override_rule", setting=setting, reason=errors[0].message())
+
+
 def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) -> Any:
     if arch is None:
         return None
-    try:
-        from mbridge_launch.planner.search import estimate_layout
-    except ImportError:
-        return None
+    from mbridge_launch.planner.search import estimate_layout
+
     return estimate_layout(layout, arch, hardware, precision=precision, goal=goal)
 
 

@@ -25,6 +25,7 @@ class Request:
     dataset: str | None = None
     overrides: list[RawOverride] = field(default_factory=list)
     hf_config: str | None = None
+    catalog_version: str | None = None
 
     @property
     def recipe_mode(self) -> str:

@@ -65,32 +65,36 @@ def resize_layout(recipe_layout: Any, *, world: int, seq_length: int, arch: Any,
     planned = _planner_best(keep, arch, hardware, world, precision, goal)
     if planned is not None:
         return planned
+    # the planner cannot estimate this architecture: the nearest rule-valid layout, unchecked for memory
     return _closest_valid(keep, recipe_layout.gbs, world, arch, hardware, rules)
 
 
 def _planner_estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) -> Any:
     if arch is None:
         return None
-    try:
-        from mbridge_launch.planner.search import estimate_layout
-    except ImportError:
-        return None
+    from mbridge_launch.planner.search import estimate_layout
+
     return estimate_layout(layout, arch, hardware, precision=precision, goal=goal)
 
 
 def _planner_best(prefer: Any, arch: Any, hardware: Any, world: int, precision: str, goal: str) -> Resized | None:
-    if arch is None:
+    """The planner's choice; None when the planner cannot estimate this architecture. When it can
+    and nothing fits, there is no layout: NoLayoutError names the most common reason."""
+    if arch is None or getattr(arch, "missing", ()):
         return None
-    try:
-        from mbridge_launch.planner.search import best_layout
-    except ImportError:
-        return None
+    from mbridge_launch.planner.search import best_layout, search
+
     result = best_layout(arch, hardware, world, gbs=prefer.gbs, seq_length=prefer.seq_length,
                          precision=precision, goal=goal, prefer=prefer)
     if result is None:
-        return None
+        found = search(arch, hardware, world, gbs=prefer.gbs, seq_length=prefer.seq_length,
+                       precision=precision, goal=goal, top=1)
+        reasons = sorted(found.rejected.values(), key=lambda r: -r.count)
+        reason = "; ".join(f"{r.code} x{r.count}" + (f" (e.g. {r.example})" if r.example else "") for r in reasons[:3])
+        raise NoLayoutError("recommend.no_layout", model=arch.name, gpus=world, gpu_type=hardware.name,
+                            seq=prefer.seq_length, reason=reason or "no candidate")
     layout = result.layout
-    return Resized(layout, result, layout.gbs if layout.gbs != prefer.gbs else None)
+    return Resized(layout, result, prefer.gbs if layout.gbs != prefer.gbs else None)
 
 
 def _closest_valid(target: Any, recipe_gbs: int, world: int, arch: Any, hardware: Any, rules: Any) -> Resized:

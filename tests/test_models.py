@@ -1,0 +1,174 @@
+"""Model catalog, name resolution and Hugging Face config.json reading."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mbridge_launch import models
+from mbridge_launch.errors import UserError
+from mbridge_launch.models import (
+    ModelArch, arch_from_hf_config, known_models, load_arch, require_planning_arch, resolve_model,
+)
+
+
+def test_catalog_has_every_shared_model_with_hf_ids():
+    names = known_models()
+    assert len(names) == 52
+    for token in ("llama3_8b", "llama31_405b", "deepseek_v3", "qwen3_30b_a3b", "gpt_oss_120b", "kimi_k2", "nemotron_3_nano"):
+        assert token in names
+        arch = load_arch(token)
+        assert arch is not None and arch.name == token and arch.complete
+    assert load_arch("llama3_8b").hf_model_id == "meta-llama/Meta-Llama-3-8B"
+    assert load_arch("no_such_model") is None
+
+
+def test_architecture_fields():
+    ds = load_arch("deepseek_v3")
+    assert ds.is_moe and ds.is_mla and not ds.is_hybrid
+    assert (ds.num_layers, ds.hidden_size, ds.num_moe_experts, ds.moe_router_topk) == (61, 7168, 256, 8)
+    assert ds.moe_first_dense_layers == 3 and ds.mtp_num_layers == 1
+    assert ds.layer_counts() == {"attention": 61, "mamba": 0, "mlp": 3, "moe": 58}
+    nano = load_arch("nemotron_3_nano")
+    assert nano.is_hybrid and not nano.gated_linear_unit
+    assert nano.layer_counts() == {"attention": 6, "mamba": 23, "mlp": 0, "moe": 23}
+    llama = load_arch("llama3_8b")
+    assert (llama.kv_groups, llama.head_dim, llama.padded_vocab(1), llama.padded_vocab(4)) == (8, 128, 128256, 128512)
+
+
+def test_parameter_counts_match_published_totals():
+    # Llama 3 8B: 8.03B; Qwen3-30B-A3B: 30.5B total, 3.3B active (model cards)
+    assert load_arch("llama3_8b").total_params == 8_030_261_248
+    qwen = load_arch("qwen3_30b_a3b")
+    assert abs(qwen.total_params / 30.5e9 - 1) < 0.01
+    assert abs(qwen.active_params / 3.3e9 - 1) < 0.03
+    # references carried in models.yaml: exact for Nemotron 3 Nano 4B, GPT-OSS 20B lacks biases
+    assert load_arch("nemotron_3_nano_4b").total_params == 3_973_556_832
+    oss = load_arch("gpt_oss_20b")
+    assert abs(oss.total_params / oss.total_params_reference - 1) < 0.001
+    # DeepSeek-V3: 671B + 14B MTP module = 685B published
+    assert abs(load_arch("deepseek_v3").total_params / 685e9 - 1) < 0.01
+
+
+def test_incomplete_architectures_say_what_is_missing():
+    gemma = load_arch("gemma2_9b")
+    assert gemma is not None and not gemma.complete
+    assert set(gemma.missing) == {"ffn_hidden_size", "vocab_size"}
+    with pytest.raises(UserError) as err:
+        require_planning_arch(gemma, "gemma2_9b")
+    assert err.value.key == "models.incomplete" and "vocab_size" in str(err.value)
+    with pytest.raises(UserError) as err:
+        require_planning_arch(None, "mystery")
+    assert err.value.key == "models.no_arch"
+
+
+@pytest.mark.parametrize("text", [
+    "llama3_8b", "Llama 3 8B", "llama3-8b", "LLaMA-3-8B", "meta-llama/Meta-Llama-3-8B", "META-LLAMA/META-LLAMA-3-8B",
+    "Meta-Llama-3-8B", "llama3_8b ",
+])
+def test_resolve_llama3_8b_spellings(text):
+    assert resolve_model(text) == "llama3_8b"
+
+
+@pytest.mark.parametrize("text,token", [
+    ("Qwen/Qwen3-0.6B", "qwen3_600m"), ("Qwen3 30B-A3B", "qwen3_30b_a3b"), ("deepseek-ai/DeepSeek-V3", "deepseek_v3"),
+    ("DeepSeek V3", "deepseek_v3"), ("Llama 3.1 405B", "llama31_405b"), ("openai/gpt-oss-120b", "gpt_oss_120b"),
+    ("Qwen/Qwen3-8B-Base", "qwen3_8b"), ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron_3_nano"),
+])
+def test_resolve_names_and_hf_ids(text, token):
+    assert resolve_model(text) == token
+
+
+def test_unknown_model_lists_closest():
+    with pytest.raises(UserError) as err:
+        resolve_model("llama3_9b")
+    assert err.value.key == "models.unknown" and err.value.exit_code == 2
+    assert "llama3_8b" in err.value.params["closest"]
+
+
+def test_recipe_only_tokens_resolve(monkeypatch):
+    monkeypatch.setattr(models, "_recipe_models", lambda: [("mistral_7b", "mistralai/Mistral-7B-v0.1")])
+    assert resolve_model("mistral_7b") == "mistral_7b"
+    assert resolve_model("mistralai/Mistral-7B-v0.1") == "mistral_7b"
+    assert resolve_model("Mistral 7B") == "mistral_7b"
+    assert load_arch("mistral_7b") is None
+
+
+def _write(tmp_path, config, name="config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_hf_config_llama_directory(tmp_path):
+    _write(tmp_path, {"model_type": "llama", "_name_or_path": "meta-llama/Meta-Llama-3-8B", "num_hidden_layers": 32,
+                      "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+                      "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192,
+                      "rope_theta": 500000.0, "tie_word_embeddings": False, "hidden_act": "silu"})
+    arch = arch_from_hf_config(str(tmp_path))  # a checkpoint directory holding config.json
+    ref = load_arch("llama3_8b")
+    assert arch.total_params == ref.total_params and arch.gated_linear_unit
+    assert arch.hf_model_id == "meta-llama/Meta-Llama-3-8B" and arch.name == "hf:Meta-Llama-3-8B"
+
+
+def test_hf_config_qwen3_moe(tmp_path):
+    path = _write(tmp_path, {"model_type": "qwen3_moe", "num_hidden_layers": 48, "hidden_size": 2048,
+                             "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+                             "num_experts_per_tok": 8, "num_attention_heads": 32, "num_key_value_heads": 4,
+                             "head_dim": 128, "vocab_size": 151936, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                             "use_sliding_window": False, "sliding_window": None, "tie_word_embeddings": False})
+    arch = arch_from_hf_config(path)
+    assert arch.total_params == load_arch("qwen3_30b_a3b").total_params
+    assert arch.moe_first_dense_layers == 0 and arch.sliding_window is None
+
+
+def test_hf_config_deepseek_v3_and_mixtral(tmp_path):
+    ds = arch_from_hf_config(_write(tmp_path, {
+        "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "intermediate_size": 18432,
+        "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+        "first_k_dense_replace": 3, "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1536,
+        "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "vocab_size": 129280, "num_nextn_predict_layers": 1}))
+    assert ds.total_params == load_arch("deepseek_v3").total_params
+    mixtral = arch_from_hf_config(_write(tmp_path, {
+        "model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
+        "vocab_size": 32000}, "mixtral.json"))
+    # Mixtral 8x7B: 46.7B total, 12.9B active
+    assert abs(mixtral.total_params / 46.7e9 - 1) < 0.01 and abs(mixtral.active_params / 12.9e9 - 1) < 0.01
+
+
+def test_hf_config_gpt_oss_and_nemotron_h(tmp_path):
+    oss = arch_from_hf_config(_write(tmp_path, {
+        "model_type": "gpt_oss", "num_hidden_layers": 24, "hidden_size": 2880, "intermediate_size": 2880,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 32,
+        "experts_per_token": 4, "vocab_size": 201088, "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 12}))
+    assert (oss.sliding_window, oss.sliding_window_pattern, oss.moe_router_topk) == (128, 2, 4)
+    nh = arch_from_hf_config(_write(tmp_path, {
+        "model_type": "nemotron_h", "num_hidden_layers": 52, "hidden_size": 2688, "intermediate_size": 1856,
+        "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 131072,
+        "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", "mamba_num_heads": 64,
+        "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "n_routed_experts": 128,
+        "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712, "num_experts_per_tok": 6,
+        "mlp_hidden_act": "relu2"}, "nh.json"))
+    assert nh.is_hybrid and not nh.gated_linear_unit
+    assert nh.total_params == load_arch("nemotron_3_nano").total_params
+
+
+def test_hf_config_unknown_type_and_errors(tmp_path):
+    arch = arch_from_hf_config(_write(tmp_path, {"model_type": "brand_new", "num_hidden_layers": 4, "hidden_size": 512,
+                                                 "intermediate_size": 1024, "num_attention_heads": 8, "vocab_size": 1000}))
+    assert isinstance(arch, ModelArch) and arch.kv_groups == 8 and arch.complete
+    with pytest.raises(UserError) as err:
+        arch_from_hf_config(_write(tmp_path, {"model_type": "x", "hidden_size": 512}, "bad.json"))
+    assert err.value.key == "models.hf_config_keys"
+    assert "num_layers" in err.value.params["keys"] and "vocab_size" in err.value.params["keys"]
+    with pytest.raises(UserError) as err:
+        arch_from_hf_config(tmp_path / "nowhere")
+    assert err.value.key == "models.hf_config_missing"
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(UserError) as err:
+        arch_from_hf_config(tmp_path / "broken.json")
+    assert err.value.key == "models.hf_config_invalid"

@@ -1,0 +1,168 @@
+"""Preflight against the real local Slurm cluster (tests/cluster): partitions, GPUs, MaxTime,
+NVL72 nodes, `sbatch --test-only`, `--on-nodes`; and proof that preflight submits nothing (job
+counts) and writes nothing outside its cache (file-system snapshots)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from mbridge_launch.preflight import run_preflight
+from mbridge_launch.preflight.slurm import SlurmClient
+from test_preflight_helpers import codes, edit, preflight_json, valid_plan, write
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def env(slurm_cluster, shared_dir, tmp_path):
+    """The submitting environment: the cluster's SLURM_CONF, a private HOME and cache, and the
+    harness's shared directory declared shared (all fake nodes see it)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return dict(slurm_cluster.env, HOME=str(home), MBRIDGE_LAUNCH_CACHE_DIR=str(tmp_path / "cache"),
+                MBRIDGE_LAUNCH_SHARED_PREFIXES=str(shared_dir.parent), MBRIDGE_LAUNCH_LANG="en")
+
+
+def job_count(cluster) -> tuple[int, int]:
+    """(jobs in squeue, jobs in sacct since the epoch): both must stay put for a read-only run."""
+    queued = cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()
+    accounted = cluster.run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-S", "1970-01-01", "-a"]).stdout.split()
+    return len(queued), len(accounted)
+
+
+def snapshot(*roots: Path) -> dict[str, tuple[int, int]]:
+    """Every file and directory under `roots` with its size and mtime."""
+    found: dict[str, tuple[int, int]] = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                path = os.path.join(dirpath, name)
+                st = os.lstat(path)
+                found[path] = (st.st_size, st.st_mtime_ns)
+        found[str(root)] = (0, os.lstat(root).st_mtime_ns)
+    return found
+
+
+def test_valid_plan_passes_with_sbatch_test_only(slurm_cluster, shared_dir, env, tmp_path):
+    plan = valid_plan(shared_dir, nodes=2)
+    plan_dir = tmp_path / "plan"
+    plan_path = write(plan, plan_dir)
+    watched = (shared_dir, plan_dir, Path(env["HOME"]))
+    before_fs, before_jobs = snapshot(*watched), job_count(slurm_cluster)
+    rc, report = preflight_json(plan_path, env=env, cwd=plan_dir)
+    assert rc == 0 and report["ok"] is True, [c for c in report["checks"] if c["severity"] != "info"]
+    assert {"cluster.gpus_ok", "cluster.test_only_ok", "data.blend_ok", "plan.memory_ok"} <= set(codes(report))
+    test_only = next(c for c in report["checks"] if c["code"] == "cluster.test_only_ok")
+    assert "h100-[1-2]" in test_only["message"] and "partition h100" in test_only["message"]
+    # read-only: nothing submitted, nothing written (not even the cache)
+    assert job_count(slurm_cluster) == before_jobs
+    assert snapshot(*watched) == before_fs
+    assert not Path(env["MBRIDGE_LAUNCH_CACHE_DIR"]).exists()
+
+
+def test_partition_without_those_gpus(slurm_cluster, shared_dir, env, tmp_path):
+    plan = edit(valid_plan(shared_dir), **{"cluster.partition": "gb200"})
+    rc, report = preflight_json(write(plan, tmp_path), env=env)
+    assert rc == 1
+    check = next(c for c in report["checks"] if c["code"] == "cluster.gpu_type_missing")
+    assert check["severity"] == "error" and "gb200" in check["message"] and "4x gb200 (2 nodes)" in check["message"]
+    assert "cluster.test_only_skipped" in codes(report)
+
+
+def test_more_gpus_per_node_than_the_partition_has(slurm_cluster, shared_dir, env, tmp_path):
+    plan = edit(valid_plan(shared_dir), **{"cluster.partition": "gb200", "cluster.gpu_type": "gb200", "cluster.gpus_per_node": 8})
+    rc, report = preflight_json(write(plan, tmp_path), env=env)
+    assert rc == 1 and "cluster.gpus_per_node_short" in codes(report, "error")
+
+
+def test_time_over_max_time(slurm_cluster, shared_dir, env, tmp_path):
+    plan = edit(valid_plan(shared_dir), **{"cluster.partition": "short", "cluster.time": "02:00:00"})
+    rc, report = preflight_json(write(plan, tmp_path), env=env)
+    assert rc == 1
+    check = next(c for c in report["checks"] if c["code"] == "cluster.time_over_max")
+    assert "02:00:00" in check["message"] and "00:30:00" in check["message"] and "short" in check["message"]
+    within = edit(plan, **{"cluster.time": "00:20:00"})
+    rc, report = preflight_json(write(within, tmp_path / "ok"), env=env)
+    assert rc == 0, report
+
+
+def test_unknown_partition_and_too_many_nodes(slurm_cluster, shared_dir, env, tmp_path):
+    rc, report = preflight_json(write(edit(valid_plan(shared_dir), **{"cluster.partition": "a100"}), tmp_path), env=env)
+    assert rc == 1 and "cluster.partition_missing" in codes(report, "error")
+    three = edit(valid_plan(shared_dir), **{"cluster.nodes": 3, "parallelism.dp": 24, "parallelism.gbs": 96})
+    rc, report = preflight_json(write(three, tmp_path / "three"), env=env)
+    assert rc == 1 and "cluster.not_enough_nodes" in codes(report, "error")
+
+
+def test_nvl72_nodes_and_segment_support(slurm_cluster, shared_dir, env, tmp_path):
+    gb = edit(valid_plan(shared_dir, nodes=2), **{"cluster.partition": "gb200", "cluster.gpu_type": "gb200",
+                                                  "cluster.gpus_per_node": 4, "parallelism.dp": 8, "parallelism.gbs": 32})
+    rc, report = preflight_json(write(gb, tmp_path), env=env)
+    assert rc == 0, report
+    assert "cluster.nvl72_no_segment" in codes(report, "info")  # Slurm 22.05: --segment does not exist
+    segmented = edit(gb, **{"cluster.segment": 2})
+    rc, report = preflight_json(write(segmented, tmp_path / "seg"), env=env)
+    assert rc == 1
+    check = next(c for c in report["checks"] if c["code"] == "cluster.segment_unsupported")
+    assert "22.05" in check["message"] and "24.11" in check["message"]
+
+
+def test_container_plan_on_a_cluster_with_pyxis(slurm_cluster, shared_dir, env, tmp_path):
+    plan = edit(valid_plan(shared_dir), **{"cluster.container_image": "nvcr.io#nvidia/nemo:25.09", "cluster.profile.pyxis": True})
+    rc, report = preflight_json(write(plan, tmp_path), env=env)
+    assert rc == 0 and "cluster.pyxis_missing" not in codes(report), report
+
+
+def test_queries_are_few_and_cached(slurm_cluster, shared_dir, env):
+    client = SlurmClient(env)
+    report = run_preflight(valid_plan(shared_dir), env=env, client=client)
+    assert report.ok, [c.to_dict() for c in report.errors]
+    commands = [" ".join(c[:3]) for c in client.calls]
+    assert len(commands) == len(set(commands)) and len(commands) <= 6, commands
+
+
+def test_on_nodes_reports_per_node(slurm_cluster, shared_dir, env, tmp_path):
+    """--on-nodes submits the node-check step only (one job), with its output in the cache, and
+    reports each node; the fake nvidia-smi (forwarded PATH) gives the NVLink matrix."""
+    path = f"{slurm_cluster.fake_bin}:{os.environ['PATH']}"
+    plan = edit(valid_plan(shared_dir, nodes=2), **{"cluster.env": ["PATH"]})
+    plan_path = write(plan, tmp_path / "plan")
+    before_fs, (queued, accounted) = snapshot(shared_dir), job_count(slurm_cluster)
+    rc, report = preflight_json(plan_path, "--on-nodes", env=dict(env, PATH=path))
+    assert rc == 0, report
+    per_node = {c["subject"]: c["message"] for c in report["checks"] if c["code"] == "nodes.node_ok"}
+    assert sorted(per_node) == ["h100-1", "h100-2"]
+    assert all("8 x NVIDIA H100 80GB HBM3" in m and "nvidia-smi" in m for m in per_node.values())
+    assert sorted(c["subject"] for c in report["checks"] if c["code"] == "nodes.nvlink_ok") == ["h100-1", "h100-2"]
+    assert job_count(slurm_cluster)[1] == accounted + 1  # exactly one job: the node check
+    assert snapshot(shared_dir) == before_fs  # its output went to the cache, not the plan's log dir
+    outputs = list(Path(env["MBRIDGE_LAUNCH_CACHE_DIR"]).rglob("node-check-*.out"))
+    assert len(outputs) == 1 and "node check h100-1" in outputs[0].read_text()
+
+
+def test_on_nodes_finds_the_wrong_gpus(slurm_cluster, shared_dir, env, tmp_path):
+    """Nodes whose GPUs are not what the plan says fail the node check, reported per node."""
+    path = f"{slurm_cluster.fake_bin}:{os.environ['PATH']}"
+    plan = edit(valid_plan(shared_dir), **{"cluster.env": ["PATH", "FAKE_NVIDIA_SMI_TYPE"]})
+    rc, report = preflight_json(write(plan, tmp_path), "--on-nodes", env=dict(env, PATH=path, FAKE_NVIDIA_SMI_TYPE="a100"))
+    assert rc == 1
+    bad = [c for c in report["checks"] if c["code"] == "nodes.node_mismatch"]
+    assert len(bad) == 1 and "expected 8 x h100" in bad[0]["message"] and "A100" in bad[0]["message"]
+
+
+def test_on_nodes_without_nvidia_smi(slurm_cluster, shared_dir, env, tmp_path):
+    rc, report = preflight_json(write(valid_plan(shared_dir), tmp_path), "--on-nodes", env=env)
+    assert rc == 0, report
+    ok = [c for c in report["checks"] if c["code"] == "nodes.node_ok"]
+    assert len(ok) == 1 and "SLURM_GPUS_ON_NODE" in ok[0]["message"]
+    assert "nodes.topology_unavailable" in codes(report, "info")
+
+
+def test_unreachable_cluster_is_a_warning(shared_dir, tmp_path):
+    env = dict(os.environ, SLURM_CONF=str(tmp_path / "no-slurm.conf"), MBRIDGE_LAUNCH_LANG="en")
+    rc, report = preflight_json(write(valid_plan(shared_dir), tmp_path), env=env)
+    assert "cluster.unreachable" in codes(report, "warning") and rc == 0
