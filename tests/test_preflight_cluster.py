@@ -27,11 +27,27 @@ def env(slurm_cluster, shared_dir, tmp_path):
                 MBRIDGE_LAUNCH_SHARED_PREFIXES=str(shared_dir.parent), MBRIDGE_LAUNCH_LANG="en")
 
 
-def job_count(cluster) -> tuple[int, int]:
-    """(jobs in squeue, jobs in sacct since the epoch): both must stay put for a read-only run."""
-    queued = cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()
-    accounted = cluster.run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-S", "1970-01-01", "-a"]).stdout.split()
-    return len(queued), len(accounted)
+def jobs_named(cluster, prefix: str, expect: int | None = None) -> int:
+    """Jobs (queued or accounted) whose name starts with `prefix` (the plan's unique name; other
+    sessions share the cluster). With `expect`, polls a few seconds for sacct to catch up."""
+    import time
+
+    deadline = time.monotonic() + (8 if expect is not None else 0)
+    while True:
+        queued = cluster.run(["squeue", "-h", "-o", "%i %j"]).stdout.splitlines()
+        accounted = cluster.run(["sacct", "-n", "-X", "-P", "-o", "JobID,JobName", "-S", "1970-01-01", "-a"]).stdout.splitlines()
+        ids = {line.split(" ")[0] for line in queued if line.split(" ", 1)[-1].startswith(prefix)}
+        ids |= {line.split("|")[0] for line in accounted if line.split("|", 1)[-1].startswith(prefix)}
+        if expect is None or len(ids) == expect or time.monotonic() > deadline:
+            return len(ids)
+        time.sleep(0.5)
+
+
+def unique(plan, tmp_path):
+    """The plan under a name no other test or session uses (job names derive from it)."""
+    import uuid
+
+    return edit(plan, name=f"pf-{uuid.uuid4().hex[:10]}")
 
 
 def snapshot(*roots: Path) -> dict[str, tuple[int, int]]:
@@ -48,18 +64,18 @@ def snapshot(*roots: Path) -> dict[str, tuple[int, int]]:
 
 
 def test_valid_plan_passes_with_sbatch_test_only(slurm_cluster, shared_dir, env, tmp_path):
-    plan = valid_plan(shared_dir, nodes=2)
+    plan = unique(valid_plan(shared_dir, nodes=2), tmp_path)
     plan_dir = tmp_path / "plan"
     plan_path = write(plan, plan_dir)
     watched = (shared_dir, plan_dir, Path(env["HOME"]))
-    before_fs, before_jobs = snapshot(*watched), job_count(slurm_cluster)
+    before_fs = snapshot(*watched)
     rc, report = preflight_json(plan_path, env=env, cwd=plan_dir)
     assert rc == 0 and report["ok"] is True, [c for c in report["checks"] if c["severity"] != "info"]
     assert {"cluster.gpus_ok", "cluster.test_only_ok", "data.blend_ok", "plan.memory_ok"} <= set(codes(report))
     test_only = next(c for c in report["checks"] if c["code"] == "cluster.test_only_ok")
     assert "h100-[1-2]" in test_only["message"] and "partition h100" in test_only["message"]
     # read-only: nothing submitted, nothing written (not even the cache)
-    assert job_count(slurm_cluster) == before_jobs
+    assert jobs_named(slurm_cluster, plan.name) == 0
     assert snapshot(*watched) == before_fs
     assert not Path(env["MBRIDGE_LAUNCH_CACHE_DIR"]).exists()
 
@@ -129,16 +145,16 @@ def test_on_nodes_reports_per_node(slurm_cluster, shared_dir, env, tmp_path):
     """--on-nodes submits the node-check step only (one job), with its output in the cache, and
     reports each node; the fake nvidia-smi (forwarded PATH) gives the NVLink matrix."""
     path = f"{slurm_cluster.fake_bin}:{os.environ['PATH']}"
-    plan = edit(valid_plan(shared_dir, nodes=2), **{"cluster.env": ["PATH"]})
+    plan = unique(edit(valid_plan(shared_dir, nodes=2), **{"cluster.env": ["PATH"]}), tmp_path)
     plan_path = write(plan, tmp_path / "plan")
-    before_fs, (queued, accounted) = snapshot(shared_dir), job_count(slurm_cluster)
+    before_fs = snapshot(shared_dir)
     rc, report = preflight_json(plan_path, "--on-nodes", env=dict(env, PATH=path))
     assert rc == 0, report
     per_node = {c["subject"]: c["message"] for c in report["checks"] if c["code"] == "nodes.node_ok"}
     assert sorted(per_node) == ["h100-1", "h100-2"]
     assert all("8 x NVIDIA H100 80GB HBM3" in m and "nvidia-smi" in m for m in per_node.values())
     assert sorted(c["subject"] for c in report["checks"] if c["code"] == "nodes.nvlink_ok") == ["h100-1", "h100-2"]
-    assert job_count(slurm_cluster)[1] == accounted + 1  # exactly one job: the node check
+    assert jobs_named(slurm_cluster, plan.name, expect=1) == 1  # exactly one job: the node check
     assert snapshot(shared_dir) == before_fs  # its output went to the cache, not the plan's log dir
     outputs = list(Path(env["MBRIDGE_LAUNCH_CACHE_DIR"]).rglob("node-check-*.out"))
     assert len(outputs) == 1 and "node check h100-1" in outputs[0].read_text()

@@ -33,8 +33,8 @@ MESSAGES = {
     "gate.action.cancel": ("cancel", "取消"),
     "gate.prompt_yes": ("Submit {name}? Type yes or the run name: ", "提交 {name}？请输入 yes 或运行名称："),
     "gate.prompt_name": (
-        "This job may use {hours:,.0f} GPU-hours (over {threshold:,.0f}). Type the run name '{name}' to submit: ",
-        "该作业可能使用 {hours:,.0f} GPU 小时（超过 {threshold:,.0f}）。请输入运行名称 '{name}' 以提交：",
+        "This job may use {hours:,.1f} GPU-hours (over {threshold:g}). Type the run name '{name}' to submit: ",
+        "该作业可能使用 {hours:,.1f} GPU 小时（超过 {threshold:g}）。请输入运行名称 '{name}' 以提交：",
     ),
     "gate.prompt_cancel": ("Cancel run {name} (jobs {jobs})? Type the run name: ", "取消运行 {name}（作业 {jobs}）？请输入运行名称："),
     "gate.aborted": ("not confirmed; nothing was submitted", "未确认；未提交任何作业"),

@@ -41,6 +41,10 @@ MESSAGES = {
         "{gpus} GPUs do not fill whole {gpu_type} nodes of {per_node} GPUs; use 1..{per_node} or a multiple of {per_node}",
         "{gpus} 个 GPU 无法组成完整的 {gpu_type} 节点（每节点 {per_node} 个 GPU）；请使用 1..{per_node} 或 {per_node} 的倍数",
     ),
+    "recommend.gpus_raised": (
+        "{recipe} does not fit its canonical {from_gpus} GPUs by the memory estimate; recommending {to_gpus} GPUs (pass --gpus to choose)",
+        "按显存估算，{recipe} 在其标称的 {from_gpus} 个 GPU 上放不下；推荐使用 {to_gpus} 个 GPU（可用 --gpus 指定）",
+    ),
     "recommend.override_rule": ("{reason} (from override {setting})", "{reason}（来自覆盖项 {setting}）"),
     "recommend.override_int": ("override {setting} needs a positive integer, got '{value}'", "覆盖项 {setting} 需要正整数，当前为 '{value}'"),
     # card

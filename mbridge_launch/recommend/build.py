@@ -125,11 +125,13 @@ def recommend(request: Request) -> Recommendation:
         recipe = select.select_library(catalog, model, request.goal, request.recipe_mode,
                                        seq_length=request.seq_length, gpu_type=gpu_type,
                                        precision=request.precision, gpus=request.gpus)
-    world = request.gpus or recipe.gpus or 1
-    nodes, per_node = _nodes_for(world, hardware.gpus_per_node, gpu_type)
     dataset, notes = choose_dataset(request.goal, recipe, request.dataset)
     precision = recipe.precision or "bf16"
+    world, resized, raised_from = _fit_world(request, recipe, arch, hardware, precision)
+    nodes, per_node = _nodes_for(world, hardware.gpus_per_node, gpu_type)
     rec = Recommendation(request, model, recipe, catalog, hardware, arch, dataset, None, nodes, per_node, notes=notes)
+    if raised_from is not None:
+        rec.notes.append(t("recommend.gpus_raised", recipe=recipe.name, from_gpus=raised_from, to_gpus=world))
 
     if recipe.kind == "benchmark":
         layout, old_gbs = _weak_scale(recipe, world)
@@ -138,10 +140,6 @@ def recommend(request: Request) -> Recommendation:
             rec.changes.append(Change("train.global_batch_size", old_gbs, layout.gbs, "benchmark_only",
                                       t("change.reason.weak_scale", from_gpus=recipe.gpus, to_gpus=world,
                                         old=old_gbs, new=layout.gbs), "resize"))
-    else:
-        seq = request.seq_length or _recipe_layout(recipe, world).seq_length
-        resized = resize_layout(_recipe_layout(recipe, world), world=world, seq_length=seq, arch=arch,
-                                hardware=hardware, precision=precision, goal=request.goal)
     layout = _apply_user_layout(resized.layout, request)
     errors = [v for v in rules.check_layout(layout, arch, hardware) if v.severity == "error"]
     if errors:
@@ -166,6 +164,32 @@ def recommend(request: Request) -> Recommendation:
         rec.warnings.append(("MEMORY_OVER", t("pitfall.memory_over", mem=rec.estimate.memory_total_gb,
                                               limit=rec.estimate.memory_limit_gb, hbm=hardware.hbm_gb)))
     return rec
+
+
+def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precision: str) -> tuple[int, Any, int | None]:
+    """The GPU count and resized layout. With --gpus the user's count is final. Without it the
+    recipe's canonical count is used, or, when the memory model says the recipe's layout cannot fit
+    there, the smallest count (doubling, up to 8x) that fits, reported as a note."""
+    if recipe.kind == "benchmark":
+        return request.gpus or recipe.gpus or 1, None, None
+    start = request.gpus or recipe.gpus or 1
+    if request.gpus:
+        _nodes_for(start, hardware.gpus_per_node, hardware.name)  # whole nodes, or one clear error
+    counts = [start] if request.gpus else [start * 2 ** k for k in range(4)]
+    for i, world in enumerate(counts):
+        if world > hardware.gpus_per_node and world % hardware.gpus_per_node:
+            continue
+        seq = request.seq_length or _recipe_layout(recipe, world).seq_length
+        try:
+            resized = resize_layout(_recipe_layout(recipe, world), world=world, seq_length=seq, arch=arch,
+                                    hardware=hardware, precision=precision, goal=request.goal)
+        except NoLayoutError:
+            if i == len(counts) - 1:
+                raise
+            continue
+        return world, resized, (start if world != start else None)
+    raise NoLayoutError("recommend.no_layout", model=recipe.model, gpus=start, gpu_type=hardware.name,
+                        seq=request.seq_length or recipe.seq_length, reason="-")
 
 
 def _override_error(errors: list[Any], request: Request) -> UserError:

@@ -8,6 +8,8 @@ from mbridge_launch.i18n import t
 
 BLACKWELL = ("b200", "b300", "gb200", "gb300", "vr200", "r100")
 LONG_CONTEXT = 32768
+# 1F1B bubble fraction (PP-1)/(m+PP-1) above which interleaving (VP) is worth its extra communication
+BUBBLE_WORTH_VP = 0.05
 
 
 def _feature(recipe: Any, *names: str) -> Any:
@@ -38,7 +40,10 @@ def find_pitfalls(*, recipe: Any, layout: Any, arch: Any, gpu_type: str, dataset
     if recipe.kind == "benchmark":
         add("BENCHMARK_NOT_TRAINING", "pitfall.benchmark_not_training")
     if layout.pp > 1 and not layout.vp:
-        add("PP_WITHOUT_VP", "pitfall.pp_without_vp", pp=layout.pp, bubble=(layout.pp - 1) / max(1, layout.gbs // max(1, layout.mbs * layout.dp) + layout.pp - 1))
+        micro_batches = max(1, layout.gbs // max(1, layout.mbs * layout.dp))
+        bubble = (layout.pp - 1) / (micro_batches + layout.pp - 1)
+        if bubble >= BUBBLE_WORTH_VP:
+            add("PP_WITHOUT_VP", "pitfall.pp_without_vp", pp=layout.pp, bubble=bubble)
     experts = getattr(arch, "num_moe_experts", None) if arch is not None else None
     if experts and layout.ep * 8 <= experts and layout.world and layout.world >= 8 and layout.ep < min(8, experts):
         add("EP_LOW", "pitfall.ep_low", experts=experts, ep=layout.ep, per_gpu=experts // layout.ep)
