@@ -32,7 +32,7 @@ from mbridge_launch.plan_card import gpu_hours, render_card
 DEFAULT_THRESHOLD_GPU_HOURS = 100.0
 THRESHOLD_ENV = "MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS"
 CRASH_ENV = "MBL_GATE_CRASH_AFTER"  # fault injection for the crash-safety tests: ledger | sbatch
-AUTO_ROLLBACK_METHOD = "auto-rollback"
+AUTO_ROLLBACK_METHOD = "auto-rollback"  # the watcher's confirmations (rollback and resubmit) in the ledger
 
 
 @dataclass
@@ -56,6 +56,9 @@ class GateOptions:
     # (method 'auto-rollback'; the consent is the plan's auto_rollback, detail names the trigger).
     confirmed_by: Optional[str] = None
     confirmation_detail: dict[str, Any] = field(default_factory=dict)
+    # With `force`: the preflight error codes the reason was given for (None: any). A carried-over
+    # override covers the parent's errors, not new ones.
+    force_covers: Optional[frozenset[str]] = None
 
 
 @dataclass
@@ -103,6 +106,22 @@ def confirm_submission(plan: Plan, options: GateOptions) -> str:
     raise CheckFailed("gate.aborted")
 
 
+def confirm_cancel(run: Any, *, yes: bool, ask: Callable[[str], str] = input,
+                   isatty: Callable[[], bool] = lambda: sys.stdin.isatty()) -> str:
+    """`cancel RUN` is gated like submit, stricter: only the typed run name (or --yes) stops a job."""
+    if yes:
+        return "flag-yes"
+    if not isatty():
+        raise CheckFailed("gate.no_tty", action=t("gate.action.cancel"))
+    try:
+        answer = ask(t("gate.prompt_cancel", name=run.name, jobs=", ".join(run.job_ids) or "-"))
+    except EOFError:
+        answer = ""
+    if answer.strip() != run.name:
+        raise CheckFailed("gate.cancel_aborted")
+    return "typed-name"
+
+
 def _write_review_copy(plan: Plan, rendered: Any, workdir: Path) -> Path:
     """The exact script, on disk before confirmation so that the card can point at it. For sbatch
     it is the very file that is submitted; other executors get a preview copy beside it."""
@@ -142,11 +161,15 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
         print(render_text(report, plan.name), file=out)
         if report.errors and not options.force:
             raise CheckFailed("gate.preflight_failed", count=len(report.errors))
+        uncovered = sorted(set(report.codes("error")) - options.force_covers) if options.force_covers is not None else []
+        if report.errors and uncovered:
+            raise CheckFailed("gate.preflight_failed_uncovered", codes=", ".join(uncovered))
 
         rendered = submit_plan(plan, options.executor, workdir, dry_run=True)
         workdir.mkdir(parents=True, exist_ok=True)
         script = _write_review_copy(plan, rendered, workdir)
-        print(render_card(plan, executor=options.executor, script_path=str(script), report=report), file=out)
+        print(render_card(plan, executor=options.executor, script_path=str(script), report=report,
+                          parent_run_id=options.parent_run_id), file=out)
         method = confirm_submission(plan, options)
         changes = _convergence_changes(ledger, options.parent_run_id, plan)
 
@@ -210,13 +233,15 @@ def _open_ledger(path: Optional[str]) -> Any:
 def resubmit_options(ledger: Any, run: Any, **changes: Any) -> GateOptions:
     """Gate options for submitting `run` again after a rollback: its executor and submit directory,
     the open ledger, the run as parent. A preflight override recorded for the run is carried over
-    (with its reason), so a run that needed --force does not stop at its own resubmission."""
+    (with its reason) for the errors it was given for, so a run that needed --force does not stop
+    at its own resubmission, while a new error still does."""
     options = GateOptions(executor=run.executor, workdir=Path(run.work_dir) if run.work_dir else None,
                           ledger=ledger, parent_run_id=run.id, action="resubmit")
     inherited = [o for o in ledger.overrides(run.id) if o["kind"] == "preflight"]
     if inherited:
         options.force = True
         options.reason = t("gate.inherited_reason", lang="en", id=run.id, reason=inherited[-1]["reason"])
+        options.force_covers = frozenset(inherited[-1]["detail"].get("errors", []))
     for key, value in changes.items():
         setattr(options, key, value)
     return options

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from mbridge_launch import slurm_time
 from mbridge_launch.i18n import t
@@ -17,10 +17,13 @@ def convergence_overrides(plan: Plan) -> list[Any]:
     return [o for o in plan.overrides if o.change_class == "convergence"]
 
 
-def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = None) -> str:
+def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = None,
+                parent_run_id: Optional[int] = None) -> str:
     p, c, e = plan.parallelism, plan.cluster, plan.estimates
     kind = t(f"card.kind.{plan.recipe.kind}")
     lines = [f"== {t('gate.card.title')} ({plan.name}, {plan.plan_hash()}) =="]
+    if parent_run_id is not None:
+        lines.append(t("gate.card.parent", id=parent_run_id, load=plan.checkpoint.load or "-"))
     lines.append(f"{t('card.recipe')}: {plan.recipe.name}  [{kind}]")
     data = plan.dataset.selector + (f" ({len(plan.dataset.data_paths)} prefixes)" if plan.dataset.data_paths else "")
     lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {data}")

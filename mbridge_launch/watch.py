@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from mbridge_launch import ledger as L
 from mbridge_launch.errors import CheckFailed, UserError
+from mbridge_launch.gate import AUTO_ROLLBACK_METHOD
 from mbridge_launch.i18n import t
 from mbridge_launch.lossmon import LogFollower, LossWatcher, Trigger, parse_line, pick_rollback_target
 
@@ -142,7 +143,7 @@ class Watcher:
         if target is None:
             self.say(t("watch.no_checkpoint", run=run.name, iteration=trigger.iteration))
             return WatchResult(run, "no_checkpoint", trigger)
-        self.ledger.record_confirmation(run.id, "rollback", "auto",
+        self.ledger.record_confirmation(run.id, "rollback", AUTO_ROLLBACK_METHOD,
                                         {"reason": "plan.auto_rollback", "trigger": trigger.as_dict()})
         result = rollback(run.save_dir, target, ledger=self.ledger, run_id=run.id,
                           trigger={**trigger.as_dict(), "job_ids": run.job_ids})
@@ -231,7 +232,7 @@ def resubmit_skipping_batch(ledger: L.Ledger, run: L.RunRecord, to_iter: int, tr
     with ledger.submission(name=run.name, plan_hash=plan.plan_hash(), plan_yaml=plan_yaml, executor=run.executor,
                            plan_path=None, cluster=run.cluster, job_name=run.job_name, work_dir=run.work_dir,
                            save_dir=run.save_dir, parent_run_id=run.id) as sub:
-        ledger.record_confirmation(sub.record.id, "resubmit", "auto",
+        ledger.record_confirmation(sub.record.id, "resubmit", AUTO_ROLLBACK_METHOD,
                                    {"reason": "plan.auto_rollback", "convergence_change": {SKIP_KEY: trigger.iteration}})
         submitted = submit(plan, run.executor, run.work_dir)
         return sub.done(submitted)

@@ -184,6 +184,24 @@ def test_threshold_from_environment(monkeypatch):
     assert err.value.key == "gate.threshold_invalid" and err.value.exit_code == 2
 
 
+def test_cancel_confirmation_needs_the_run_name():
+    from mbridge_launch.gate import confirm_cancel
+
+    class Run:
+        name, job_ids = "llama3-8b-sft", ["77"]
+
+    for answer in ("yes", "y", "llama3", EOFError()):
+        with pytest.raises(CheckFailed) as err:
+            confirm_cancel(Run, yes=False, ask=Asker(answer), isatty=lambda: True)
+        assert err.value.key == "gate.cancel_aborted"
+    ask = Asker("llama3-8b-sft")
+    assert confirm_cancel(Run, yes=False, ask=ask, isatty=lambda: True) == "typed-name" and "77" in ask.prompts[0]
+    with pytest.raises(CheckFailed) as err:
+        confirm_cancel(Run, yes=False, ask=ask, isatty=lambda: False)
+    assert err.value.key == "gate.no_tty"
+    assert confirm_cancel(Run, yes=True, isatty=lambda: False) == "flag-yes"
+
+
 # ---------------------------------------------------------------------- CLI argument rules (no cluster)
 def test_force_without_reason_is_bad_input(tmp_path):
     plan = tmp_path / "plan.yaml"
@@ -206,6 +224,10 @@ def test_rollback_resubmit_argument_rules(tmp_path):
     assert seed_alone.returncode == 2 and "--seed applies only with --resubmit" in seed_alone.stderr
     bad = cli("rollback", str(save), "--to", "10", "--resubmit", "--skip-iters", "5-2", "--ledger", db)
     assert bad.returncode == 2 and "'5-2'" in bad.stderr
+    force_alone = cli("rollback", str(save), "--to", "10", "--force", "--reason", "r", "--yes", "--ledger", db)
+    assert force_alone.returncode == 2 and "--force applies only with --resubmit" in force_alone.stderr
+    no_reason = cli("rollback", str(save), "--to", "10", "--resubmit", "--force", "--yes", "--ledger", db)
+    assert no_reason.returncode == 2 and "--force needs --reason" in no_reason.stderr
     assert sorted(C.iter_dirs(save)) == [10, 20]
 
 
@@ -367,6 +389,7 @@ def test_rollback_resubmit_goes_through_the_gate(base_plan, gate_env, shared_dir
                "--format", "json", *ledger_arg)
     assert proc.returncode == 0, proc.stderr
     assert "plan card" in proc.stderr and "rng.seed=7" in proc.stderr  # the gate showed the change
+    assert "Resubmission of run #1 after a rollback" in proc.stderr
     child = json.loads(proc.stdout)["resubmitted"]
     assert child["parent_run_id"] == 1 and child["confirmation"] == "flag-yes"
     assert slurm_cluster.wait(child["job_ids"][0], timeout=90) == "COMPLETED"
@@ -402,7 +425,7 @@ def test_watch_cli_rolls_back_a_nan_and_resubmits_through_the_gate(base_plan, ga
     assert watched.returncode == 0, (watched.stderr[-3000:], _log_text(shared_dir)[-2000:])
     assert result["outcome"] == "finished" and result["run"]["state"] == L.COMPLETED
     assert [(r["to_iter"], r["trigger"]["kind"], r["trigger"]["iteration"]) for r in result["rollbacks"]] == [(20, "nan", 25)]
-    assert "plan card" in watched.stderr  # the resubmission went through the gate
+    assert "plan card" in watched.stderr and "Resubmission of run #1" in watched.stderr  # through the gate
 
     with L.Ledger.open(gate_env) as ledger:
         chain = ledger.run_chain(result["run"]["id"])
@@ -418,3 +441,85 @@ def test_watch_cli_rolls_back_a_nan_and_resubmits_through_the_gate(base_plan, ga
     report = C.list_checkpoints(shared_dir / "ckpt")
     assert report.resume.loadable and report.resume.iteration == 40
     assert min(report.rolled_back[0].iterations) > 20  # the poisoned timeline moved aside, not deleted
+
+
+# ---------------------------------------------------------------------- the watcher's resubmission (unit)
+class FakeScheduler:
+    """launch.submit_plan without Slurm: renders a stub script, 'submits' with increasing job ids."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def __call__(self, plan, executor, workdir=None, dry_run=False):
+        from mbridge_launch.executors.base import Rendered, Submitted
+
+        if dry_run:
+            return Rendered(executor=executor, text="#!/bin/sh\n", submit_command=["sbatch", "x.sbatch"],
+                            files={f"{plan.name}.sbatch": "#!/bin/sh\n"})
+        self.submitted.append(plan)
+        return Submitted(executor=executor, job_ids=[str(500 + len(self.submitted))])
+
+
+def _preflight_with(*codes):
+    from mbridge_launch.preflight.model import Check, Report
+
+    def fake(plan, **kw):
+        return Report([Check(code, "error", text=f"{code} (fake)") for code in codes])
+    return fake
+
+
+@pytest.fixture
+def parent_run(tmp_path, monkeypatch):
+    """A recorded run whose plan has auto_rollback, with the scheduler and preflight faked."""
+    from mbridge_launch.plan import AutoRollback
+    from plan_fixtures import with_changes
+
+    scheduler = FakeScheduler()
+    monkeypatch.setattr("mbridge_launch.launch.submit_plan", scheduler)
+    plan = with_changes(single_node_h100(), checkpoint={"save": str(tmp_path / "ckpt"), "load": None},
+                        auto_rollback=AutoRollback(enabled=True).model_dump())
+    ledger = L.Ledger.open(tmp_path / "ledger.sqlite3")
+    run = ledger.begin_submission(name=plan.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),
+                                  executor="sbatch", work_dir=str(tmp_path), save_dir=str(tmp_path / "ckpt"))
+    run = ledger.set_state(ledger.mark_submitted(run.id, ["41"]).id, L.CANCELLED)
+    yield ledger, run, scheduler
+    ledger.close()
+
+
+def test_auto_resubmit_refused_by_preflight_says_how_to_continue(parent_run, monkeypatch):
+    from mbridge_launch.gate import auto_resubmit
+    from mbridge_launch.lossmon import Trigger
+
+    ledger, run, scheduler = parent_run
+    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with("path.save_space"))
+    with pytest.raises(CheckFailed) as err:
+        auto_resubmit(ledger, run, 20, Trigger("nan", 25, float("nan")))
+    text = err.value.render("en")
+    assert err.value.key == "gate.auto_resubmit_refused" and "preflight found 1 error(s)" in text
+    assert f"mbridge-launch rollback {run.name} --to 20 --resubmit" in text
+    assert not scheduler.submitted and [r.id for r in ledger.list_runs()] == [run.id]
+
+
+def test_auto_resubmit_carries_a_forced_preflight_over_and_records_the_change(parent_run, monkeypatch):
+    from mbridge_launch.gate import auto_resubmit
+    from mbridge_launch.lossmon import Trigger
+
+    ledger, run, scheduler = parent_run
+    ledger.record_override(run.id, "preflight", "site quota is wrong", {"errors": ["path.save_space"]})
+    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with("path.save_space"))
+    child = auto_resubmit(ledger, run, 20, Trigger("nan", 25, float("nan")))
+    assert child.parent_run_id == run.id and child.job_ids == ["501"] and child.state == L.SUBMITTED
+    [plan] = scheduler.submitted
+    assert [o.value for o in plan.overrides if o.key == "train.iterations_to_skip"] == ["[25]"]
+    [conf] = ledger.confirmations(child.id)
+    assert (conf["action"], conf["method"]) == ("resubmit", "auto-rollback")
+    assert conf["detail"]["trigger"]["kind"] == "nan" and conf["detail"]["to_iter"] == 20
+    kinds = {o["kind"]: o for o in ledger.overrides(child.id)}
+    assert kinds["preflight"]["reason"] == f"carried over from run #{run.id}, which was submitted with --force: site quota is wrong"
+    assert kinds["convergence"]["detail"]["key"] == "train.iterations_to_skip"
+
+    # the carried-over reason covers the parent's error, not a new one
+    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with("path.save_space", "plan.memory_oom"))
+    with pytest.raises(CheckFailed) as err:
+        auto_resubmit(ledger, child, 30, Trigger("nan", 35, float("nan")))
+    assert "does not cover: plan.memory_oom" in err.value.render("en") and len(scheduler.submitted) == 1

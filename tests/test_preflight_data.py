@@ -145,8 +145,12 @@ def test_interleaved_weights_parse(plan):
     assert "data.weight_invalid" in data_codes(bad)
 
 
-def test_no_prefixes(plan):
-    assert data_codes(edit(plan, **{"dataset.data_paths": [], "dataset.weights": None})) == ["data.no_paths"]
+def test_no_prefixes(plan, tmp_path):
+    empty = edit(plan, **{"dataset.data_paths": [], "dataset.weights": None})
+    assert data_codes(empty) == []
+    rc, report = preflight_json(write(empty, tmp_path / "p"), "--no-cluster")
+    assert rc == 1 and "plan.dataset_required" in codes(report, "error")
+    assert "dataset.data_path" in next(c["message"] for c in report["checks"] if c["code"] == "plan.dataset_required")
 
 
 def test_relative_prefixes_resolve_against_workdir(plan, tmp_path):

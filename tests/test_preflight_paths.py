@@ -195,6 +195,11 @@ def test_pretrained_checkpoint_missing_for_sft(plan, tmp_path):
     assert "path.pretrained_missing" not in path_codes(sft)
 
 
+def test_load_dir(plan, tmp_path):
+    assert "path.load_missing" in path_codes(edit(plan, **{"checkpoint.load": str(tmp_path / "elsewhere")}))
+    assert "path.load_missing" not in path_codes(edit(plan, **{"checkpoint.load": plan.checkpoint.save}))  # fresh run
+
+
 def test_workdir_missing(plan, tmp_path):
     assert "path.workdir_missing" in path_codes(edit(plan, **{"launch.workdir": str(tmp_path / "no-checkout")}))
 

@@ -100,6 +100,18 @@ def test_selector_that_does_not_serve_the_mode(plan):
     assert "plan.selector_unknown" in problems(edit(plan, **{"dataset.selector": "webtext"}))
 
 
+def test_required_dataset_settings(plan):
+    energon = edit(plan, **{"dataset.selector": "energon", "dataset.data_paths": [], "dataset.weights": None})
+    assert "plan.dataset_required" in problems(energon)
+    given = edit(energon, **{"dataset.fields": {"path": "/data/energon"}})
+    assert "plan.dataset_required" not in problems(given)
+
+
+def test_catalog_version_unknown(plan):
+    found = {c.code: c for c in plan_checks(edit(plan, **{"catalog.version": "9.9.9"}))}
+    assert found["plan.catalog_skipped"].severity == "warning" and "9.9.9" in found["plan.catalog_skipped"].message("en")
+
+
 def test_convergence_overrides_are_listed(plan):
     changed = edit(plan, overrides=[
         override("optimizer.lr", "1e-4", "convergence", "lower LR").model_dump(by_alias=True),
@@ -130,6 +142,13 @@ def test_recorded_warnings_and_time(plan):
 def test_precision_from_recipe_name(plan):
     assert plan_precision(PreflightContext(plan=edit(plan, **{"recipe.name": "llama3_8b_pretrain_8gpu_b200_fp8cs_config"}))) == "fp8cs"
     assert plan_precision(PreflightContext(plan=plan)) == "bf16"
+
+
+def test_plan_the_executor_refuses(plan):
+    """torchrun cannot span nodes: the sbatch executor refuses to render, preflight says why."""
+    multi = edit(plan, **{"launch.shape": "torchrun", "cluster.nodes": 2, "parallelism.dp": 16})
+    found = {c.code: c for c in plan_checks(multi)}
+    assert found["plan.render_failed"].severity == "error" and "torchrun" in found["plan.render_failed"].message("en")
 
 
 # ---------------------------------------------------------------------- the Plan itself invalid: exit 2

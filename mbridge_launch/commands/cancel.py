@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 HELP = "cancel a recorded run's Slurm jobs (asks for the run name, or --yes)"
 
@@ -20,32 +19,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mbridge_launch.errors import CheckFailed
+    from mbridge_launch.gate import confirm_cancel
     from mbridge_launch.i18n import t
     from mbridge_launch.ledger_cli import cancel_and_wait, executor_cancel, open_ledger, refresh
 
-    ledger = open_ledger(args)
-    record = refresh(ledger, [ledger.get_run(args.run)])[0]
-    if not record.active:
-        print(t("gate.not_active", name=record.name, id=record.id, state=record.state))
-        return 0
-    if args.yes:
-        method = "flag-yes"
-    else:
-        if not sys.stdin.isatty():
-            raise CheckFailed("gate.no_tty", action=t("gate.action.cancel"))
-        try:
-            answer = input(t("gate.prompt_cancel", name=record.name, jobs=", ".join(record.job_ids) or "-"))
-        except EOFError:
-            answer = ""
-        if answer.strip() != record.name:
-            raise CheckFailed("gate.cancel_aborted")
-        method = "typed-name"
-    ledger.record_confirmation(record.id, "cancel", method, {"job_ids": record.job_ids})
-    if args.wait:
-        record = cancel_and_wait(ledger, record)
-    else:
-        executor_cancel(record)
-        ledger.add_event(record.id, "cancel", {"job_ids": record.job_ids})
+    with open_ledger(args) as ledger:
+        record = refresh(ledger, [ledger.get_run(args.run)])[0]
+        if not record.active:
+            print(t("gate.not_active", name=record.name, id=record.id, state=record.state))
+            return 0
+        method = confirm_cancel(record, yes=args.yes)
+        ledger.record_confirmation(record.id, "cancel", method, {"job_ids": record.job_ids})
+        if args.wait:
+            record = cancel_and_wait(ledger, record)
+        else:
+            executor_cancel(record)
+            ledger.add_event(record.id, "cancel", {"job_ids": record.job_ids})
     print(t("gate.cancelled", name=record.name, id=record.id, jobs=", ".join(record.job_ids) or "-"))
     return 0

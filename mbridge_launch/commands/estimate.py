@@ -6,6 +6,8 @@ import argparse
 
 HELP = "estimate memory per GPU, step time, tokens/s/GPU and MFU of one parallel layout"
 
+_MODEL_RULES = ("RULE_TP_KV_HEADS", "RULE_TP_HEADS", "RULE_TP_FFN", "RULE_EP_EXPERTS", "RULE_EP_DENSE", "RULE_PP_LAYERS")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.cli import add_common
@@ -66,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
     )
     violations = check_layout(layout, got.arch, hw)
     broken = [v for v in violations if v.severity == "error"]
-    if broken:
-        raise UserError("planner.broken_rule", code=broken[0].code, message=broken[0].message())
+    if broken:  # every broken rule on one line, the most fundamental (model) ones first
+        broken.sort(key=lambda v: v.code not in _MODEL_RULES)
+        raise UserError("planner.broken_rule", code=broken[0].code,
+                        message="; ".join(f"{v.message()}" + (f" [{v.code}]" if i else "") for i, v in enumerate(broken)))
     cand = estimate_layout(layout, got.arch, hw, precision=got.precision, goal=got.goal,
                            mtp_layers=args.mtp_layers, moe_token_drop=args.moe_token_drop)
     warnings = [{"code": v.code, "message": v.message()} for v in violations]

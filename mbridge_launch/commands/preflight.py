@@ -23,15 +23,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
+def _width(text: str) -> int:
+    """Terminal columns: CJK characters take two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
 def render_text(report, title: str) -> str:  # noqa: ANN001 - Report, kept import-light
+    """The report as lines: errors first, then warnings, then notes; each with its hint."""
     from mbridge_launch.i18n import t
 
     lines = [title]
     label = {s: t(f"preflight.severity.{s}") for s in _ORDER}
-    width = max(len(v) for v in label.values())
+    width = max(_width(v) for v in label.values())
     code_width = min(34, max((len(c.code) for c in report.checks), default=0))
     for check in sorted(report.checks, key=lambda c: _ORDER[c.severity]):
-        lines.append(f"  {label[check.severity]:<{width}}  {check.code:<{code_width}}  {check.message()}")
+        name = label[check.severity] + " " * (width - _width(label[check.severity]))
+        lines.append(f"  {name}  {check.code:<{code_width}}  {check.message()}")
         hint = check.hint()
         if hint:
             lines.append(" " * (width + code_width + 6) + t("hint.prefix", message=hint))

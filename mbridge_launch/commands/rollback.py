@@ -1,5 +1,5 @@
 """`mbridge-launch rollback RUN|DIR --to ITER [--dry-run] [--yes] [--cancel]
-[--resubmit [--seed N] [--skip-iters ITERS]]`, `--undo`, `--recover`.
+[--resubmit [--seed N] [--skip-iters ITERS] [--force --reason TEXT]]`, `--undo`, `--recover`.
 
 Confirmation like submit: the user types the run name (or the directory's basename); `--yes`
 for scripts; no terminal and no --yes is a refusal. A recorded run that is still active is
@@ -7,10 +7,11 @@ refused unless --cancel, which cancels it through its executor and waits until S
 stopped (its trainer checkpoints on SIGTERM) before anything is touched.
 
 --resubmit (a recorded run only: a bare directory has no plan) then submits the run again through
-the gate (preflight, plan card, confirmation; --yes passes through), loading from the rolled-back
-iteration, optionally with a new `rng.seed` (--seed) and skipped batches
+the gate (preflight, plan card, confirmation; --yes and --force --reason pass through), loading
+from the rolled-back iteration, optionally with a new `rng.seed` (--seed) and skipped batches
 (`train.iterations_to_skip`, --skip-iters): convergence changes, recorded as such in the plan and
-the ledger; the new run is a child of the rolled-back one.
+the ledger; the new run is a child of the rolled-back one. Nothing is changed when the run has no
+plan or the resubmission would duplicate an active run.
 """
 
 from __future__ import annotations
@@ -40,18 +41,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", metavar="N", help="with --resubmit: a new rng.seed (a convergence change)")
     parser.add_argument("--skip-iters", metavar="ITERS",
                         help="with --resubmit: iterations whose batches are skipped, e.g. 25,30-32 (a convergence change)")
+    parser.add_argument("--force", action="store_true",
+                        help="with --resubmit: resubmit although preflight found errors (needs --reason)")
+    parser.add_argument("--reason", help="with --force: why; recorded in the ledger")
     add_ledger_argument(parser)
     add_common(parser)
 
 
-def _print_plan(plan) -> None:
+def _print_plan(plan, file=None) -> None:
     if plan.pending_recovery:
-        print(t("rollback.plan_recover", stamps=", ".join(plan.pending_recovery)))
-    print(t("rollback.plan_header", path=plan.save_dir, iteration=plan.to_iter))
+        print(t("rollback.plan_recover", stamps=", ".join(plan.pending_recovery)), file=file)
+    print(t("rollback.plan_header", path=plan.save_dir, iteration=plan.to_iter), file=file)
     for name, (before, after) in plan.tracker_changes.items():
-        print("  " + t("rollback.plan_tracker", file=name, before=before or t("ckpt.tracker_absent"), after=after))
+        print("  " + t("rollback.plan_tracker", file=name, before=before or t("ckpt.tracker_absent"), after=after),
+              file=file)
     for name in plan.moved:
-        print("  " + t("rollback.plan_move", name=name, stamp="<stamp>"))
+        print("  " + t("rollback.plan_move", name=name, stamp="<stamp>"), file=file)
 
 
 def _parse_iter(value: str | None) -> int:
@@ -101,8 +106,12 @@ def _check_resubmit_args(args) -> tuple[list[int], int | None]:
     from mbridge_launch.errors import UserError
 
     skips, seed = _parse_skip_iters(args.skip_iters), _parse_seed(args.seed)
-    if not args.resubmit and (args.skip_iters is not None or args.seed is not None):
-        raise UserError("rollback.resubmit_only", flag="--seed" if args.seed is not None else "--skip-iters")
+    given = [flag for flag, value in (("--seed", args.seed), ("--skip-iters", args.skip_iters),
+                                      ("--force", args.force or None), ("--reason", args.reason)) if value is not None]
+    if not args.resubmit and given:
+        raise UserError("rollback.resubmit_only", flag=given[0])
+    if args.force and not (args.reason or "").strip():
+        raise UserError("gate.force_needs_reason")
     if args.resubmit and (args.undo is not None or args.recover):
         raise UserError("rollback.resubmit_conflict", flag="--undo" if args.undo is not None else "--recover")
     return skips, seed
@@ -132,11 +141,14 @@ def _resubmission(ledger, target, to_iter: int, skips: list[int], seed: int | No
     return plan
 
 
-def _resubmit(ledger, target, plan, yes: bool):
+def _resubmit(ledger, target, plan, args):
     from mbridge_launch.gate import resubmit_options, submit_gated
 
     print(t("rollback.resubmitting", run=target.run.name, id=target.run.id), file=sys.stderr)
-    return submit_gated(plan, resubmit_options(ledger, target.run, yes=yes))
+    options = resubmit_options(ledger, target.run, yes=args.yes)
+    if args.force:  # the user's own override replaces one carried over from the run
+        options.force, options.reason, options.force_covers = True, args.reason, None
+    return submit_gated(plan, options)
 
 
 def _active_runs(ledger, target):
@@ -234,12 +246,15 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "json" and args.dry_run:
             print_json({**plan.__dict__, "resubmit_overrides": _changed_overrides(target, new_plan)})
             return 0
+        # with --format json stdout carries only the JSON document; the preview goes to stderr
+        preview_to = sys.stderr if args.format == "json" else sys.stdout
         if not plan.nothing_to_do or plan.pending_recovery:
-            _print_plan(plan)
+            _print_plan(plan, file=preview_to)
         _warn_if_pinned(target)
         if new_plan is not None:
             print(t("rollback.resubmit_preview", run=target.run.name,
-                    overrides=", ".join(f"{o['key']}={o['value']}" for o in _changed_overrides(target, new_plan)) or "-"))
+                    overrides=", ".join(f"{o['key']}={o['value']}" for o in _changed_overrides(target, new_plan)) or "-"),
+                  file=preview_to)
         if args.dry_run:
             print(t("rollback.dry_run_done"))
             return 0
@@ -247,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         _ensure_stopped(ledger, target, args, held)
         if plan.nothing_to_do and not plan.pending_recovery:
             result = None  # --resubmit of a directory that is already at --to: only the resubmission
-            print(t("rollback.nothing_to_do", path=plan.save_dir, iteration=to_iter))
+            print(t("rollback.nothing_to_do", path=plan.save_dir, iteration=to_iter), file=preview_to)
         else:
             method = held[0] if held else confirm(target.label, yes=args.yes, action_key="rollback.action_rollback")
             ledger.record_confirmation(run_id, "rollback", method, {"save_dir": str(target.save_dir), "to_iter": to_iter})
@@ -255,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
             _report(result, to_iter, ref, args.format, text_only=new_plan is not None)
         if new_plan is None:
             return 0
-        gated = _resubmit(ledger, target, new_plan, args.yes)
+        gated = _resubmit(ledger, target, new_plan, args)
         child = ledger.get_run(gated.run_id)
     if args.format == "json":
         print_json({"rollback": result.__dict__ if result else None,
@@ -276,14 +291,17 @@ def _changed_overrides(target, new_plan) -> list[dict]:
 
 
 def _report(result, to_iter: int, ref: str, fmt: str, *, text_only: bool) -> None:
+    """What the rollback did; with --format json only the JSON document goes to stdout (and with
+    --resubmit the JSON comes after the resubmission, so this is text on stderr)."""
+    text_to = sys.stderr if fmt == "json" else sys.stdout
     if result.recovered:
-        print(t("rollback.recovered", stamps=", ".join(result.recovered)))
+        print(t("rollback.recovered", stamps=", ".join(result.recovered)), file=text_to)
     if result.nothing_to_do:
-        print(t("rollback.nothing_to_do", path=result.save_dir, iteration=to_iter))
+        print(t("rollback.nothing_to_do", path=result.save_dir, iteration=to_iter), file=text_to)
     elif fmt == "json" and not text_only:
         from mbridge_launch.output import print_json
 
         print_json(result.__dict__)
     else:
         print(t("rollback.done", path=result.save_dir, iteration=to_iter, count=len(result.moved),
-                stamp=result.stamp, ref=ref), file=sys.stderr if fmt == "json" else sys.stdout)
+                stamp=result.stamp, ref=ref), file=text_to)

@@ -1,5 +1,9 @@
 MESSAGES = {
     "gate.card.title": ("plan card", "计划卡"),
+    "gate.card.parent": (
+        "Resubmission of run #{id} after a rollback: resumes from the trackers in {load}",
+        "回滚后重新提交运行 #{id}：按 {load} 中的跟踪文件恢复训练",
+    ),
     "gate.card.where": (
         "Where: {nodes} node(s) x {per_node} {gpu_type}, partition {partition}, account {account}, time limit {time}",
         "位置：{nodes} 个节点 x {per_node} 个 {gpu_type}，分区 {partition}，账户 {account}，时间限制 {time}",
@@ -18,6 +22,10 @@ MESSAGES = {
     "gate.preflight_failed": (
         "preflight found {count} error(s); nothing was submitted (fix them, or --force --reason TEXT to override)",
         "预检发现 {count} 个错误；未提交任何作业（请修复，或使用 --force --reason TEXT 强制提交）",
+    ),
+    "gate.preflight_failed_uncovered": (
+        "preflight found error(s) that the --force carried over from the parent run does not cover: {codes}; nothing was submitted",
+        "预检发现了从上一个运行沿用的 --force 未涵盖的错误：{codes}；未提交任何作业",
     ),
     "gate.force_needs_reason": ("--force needs --reason TEXT (it is recorded in the ledger)", "--force 需要 --reason TEXT（将记录在账本中）"),
     "gate.forced": ("preflight errors overridden with --force: {reason}", "已使用 --force 忽略预检错误：{reason}"),

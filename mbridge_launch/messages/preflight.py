@@ -130,6 +130,15 @@ MESSAGES = {
         "dataset '{dataset}' does not serve mode {mode}; it serves: {modes}",
         "数据集 '{dataset}' 不支持 {mode} 模式；支持：{modes}",
     ),
+    "preflight.plan.dataset_required": (
+        "dataset '{dataset}' needs {setting}, which the plan does not give",
+        "数据集 '{dataset}' 需要 {setting}，但计划中没有提供",
+    ),
+    "preflight.plan.dataset_required.hint": (
+        "set it in dataset.fields (or as an override {setting}=VALUE; a megatron-indexed blend goes in dataset.data_paths)",
+        "在 dataset.fields 中设置它（或使用覆盖项 {setting}=VALUE；megatron-indexed 的数据混合写在 dataset.data_paths 中）",
+    ),
+    "preflight.plan.datasets_skipped": ("dataset catalog not consulted: {reason}", "未查阅数据集目录：{reason}"),
     "preflight.plan.convergence_override": (
         "convergence change: {setting}={value} (recipe default {from}; {reason})",
         "改变收敛的修改：{setting}={value}（配方默认值 {from}；{reason}）",
@@ -158,15 +167,15 @@ MESSAGES = {
         "set cluster.profile.pyxis: true if the site has Pyxis/Enroot",
         "如果站点装有 Pyxis/Enroot，请设置 cluster.profile.pyxis: true",
     ),
+    "preflight.plan.render_failed": (
+        "the sbatch executor refuses the plan: {reason}",
+        "sbatch 执行器拒绝该计划：{reason}",
+    ),
+    "preflight.plan.render_failed.hint": (
+        "fix the plan field it names; `mbridge-launch submit PLAN --dry-run` shows the script once it renders",
+        "修正其指出的计划字段；能生成脚本后可用 `mbridge-launch submit PLAN --dry-run` 查看",
+    ),
     # ------------------------------------------------------------------ data
-    "preflight.data.no_paths": (
-        "megatron-indexed data without any prefix in dataset.data_paths",
-        "megatron-indexed 数据未在 dataset.data_paths 中给出任何前缀",
-    ),
-    "preflight.data.no_paths.hint": (
-        "add the prefixes (path without .bin/.idx), e.g. recommend --data-path /data/web_text_document",
-        "添加前缀（不带 .bin/.idx 的路径），例如 recommend --data-path /data/web_text_document",
-    ),
     "preflight.data.weights_count": (
         "blend has {weights} weights for {prefixes} prefixes; expected one weight per prefix",
         "数据混合有 {weights} 个权重、{prefixes} 个前缀；每个前缀应对应一个权重",
@@ -244,14 +253,6 @@ MESSAGES = {
     "preflight.data.blend_ok": (
         "{good} of {total} prefixes are valid Megatron indexed datasets ({gb} GB of tokens, {documents} documents)",
         "{total} 个前缀中有 {good} 个是有效的 Megatron 索引数据集（token 数据 {gb} GB，{documents} 篇文档）",
-    ),
-    "preflight.data.jsonl_root_unset": (
-        "local-jsonl data without dataset.dataset_root",
-        "local-jsonl 数据未设置 dataset.dataset_root",
-    ),
-    "preflight.data.jsonl_root_unset.hint": (
-        "set dataset.fields.dataset_root (or the override dataset.dataset_root=DIR) to the folder holding training.jsonl",
-        "将 dataset.fields.dataset_root（或覆盖项 dataset.dataset_root=DIR）设为包含 training.jsonl 的目录",
     ),
     "preflight.data.jsonl_root_missing": ("dataset_root {path} is not a directory", "dataset_root {path} 不是目录"),
     "preflight.data.jsonl_missing": ("{path} does not exist; local-jsonl needs training.jsonl", "{path} 不存在；local-jsonl 需要 training.jsonl"),

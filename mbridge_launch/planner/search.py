@@ -150,13 +150,18 @@ def _grids(arch: ModelArch, hw: Hardware, gpus: int, seq: int, opts: Options) ->
                         yield tp, pp, cp, ep, etp
 
 
-def _fsdp_choices(arch: ModelArch, pp: int, options: Options) -> list[bool]:
-    """Megatron-FSDP is searched for dense models with PP=1 (its rule); MoE models keep the
-    distributed optimizer unless the caller asks for FSDP: no Megatron Bridge MoE recipe uses
-    FSDP with expert parallelism."""
+# Precisions whose weights Megatron-FSDP gathers in the published configurations (MXFP8 and
+# NVFP4 runs use the distributed optimizer: their block-scaled weights are not FSDP-gathered there).
+FSDP_PRECISIONS = ("bf16", "fp8cs", "fp8ds", "fp8sc")
+
+
+def _fsdp_choices(arch: ModelArch, pp: int, options: Options, precision: str = "bf16") -> list[bool]:
+    """Megatron-FSDP is searched for dense models with PP=1 (its rule) in FSDP_PRECISIONS; MoE
+    models keep the distributed optimizer unless the caller asks for FSDP: no Megatron Bridge MoE
+    recipe uses FSDP with expert parallelism."""
     if options.fsdp is not None:
         return [options.fsdp]
-    return [False, True] if pp == 1 and not arch.is_moe else [False]
+    return [False, True] if pp == 1 and not arch.is_moe and precision in FSDP_PRECISIONS else [False]
 
 
 def _vp_choices(arch: ModelArch, pp: int) -> list[int | None]:
@@ -211,7 +216,7 @@ def search(
         if not mbs_ok:
             _reject(result, "RULE_GBS", _grid_label(tp, pp, cp, ep, etp) + f" DP={dp}")
             continue
-        for fsdp in _fsdp_choices(arch, pp, options):
+        for fsdp in _fsdp_choices(arch, pp, options, precision):
             if fsdp and pp > 1:
                 _reject(result, "RULE_FSDP_PP", _grid_label(tp, pp, cp, ep, etp, True))
                 continue
@@ -301,7 +306,7 @@ def feasible_grids(arch: ModelArch, hw: Hardware, gpus: int, *, gbs: int, seq_le
         )
         if tp > hw.nvlink_domain or any(v.severity == "error" and v.code != "RULE_GBS" for v in check_layout(base, arch, hw)):
             continue
-        for fsdp in _fsdp_choices(arch, pp, options):
+        for fsdp in _fsdp_choices(arch, pp, options, precision):
             grid = evolve(base, fsdp=fsdp)
             if static_memory(arch, grid, precision=precision, goal=goal) <= limit:
                 grids.append(grid)

@@ -55,21 +55,23 @@ class Calibration:
 
 # BEGIN FITTED CONSTANTS (written by benchmarks/fit_constants.py --write)
 CAL = Calibration(
-    gemm_eff={"bf16": 0.6852, "fp8": 0.7779, "fp8mx": 0.7137, "nvfp4": 0.496},
-    attn_eff=0.4586,
-    exp_share=0.7616,
-    moe_eff=0.4604,
-    moe_lowp_gain=1.856,
-    moe_half_tokens=1225,
-    elementwise=4.742,
-    layer_latency_s=0.001423,
-    moe_sync_s=0.0006678,
-    tp_exposed=0.7679,
-    cp_exposed=0.3057,
-    ep_exposed=0.3576,
-    dp_exposed=0.1281,
+    gemm_eff={"bf16": 0.6603, "fp8": 0.829, "fp8mx": 0.744, "nvfp4": 0.5168},
+    attn_eff=0.3926,
+    exp_share=0.9577,
+    moe_eff=0.4071,
+    moe_lowp_gain=1.923,
+    moe_half_tokens=1124,
+    elementwise=4.568,
+    layer_latency_s=0.001177,
+    moe_sync_s=0.0007094,
+    tp_exposed=0.6813,
+    cp_exposed=0.9935,
+    ep_exposed=0.3153,
+    dp_exposed=0.1075,
+    fsdp_exposed=0.1825,
+    p2p_latency_s=0.001224,
     link_eff=0.75,
-    generation={"hopper": 1.137, "blackwell": 1, "blackwell_ultra": 1.243},
+    generation={"hopper": 1.159, "blackwell": 1, "blackwell_ultra": 1.206},
 )
 # END FITTED CONSTANTS
 
@@ -223,7 +225,8 @@ class _StepModel:
         t_gemm = (per_tok_gemm + fl.mamba * recompute_factor) * scale / gemm_rate
         t_attn = fl.attn_core * recompute_factor * scale / self.attn_rate
         t_moe = fl.moe * recompute_factor * scale / moe_rate if fl.moe else 0.0
-        t_elem = cal.elementwise * self.elem * scale / (hw.hbm_tbps * 1e12)
+        # recompute repeats the forward's element-wise work and kernel launches as well
+        t_elem = cal.elementwise * self.elem * scale / (hw.hbm_tbps * 1e12) * recompute_factor
         compute_all = t_gemm + t_attn + t_moe + t_elem  # whole model, one micro-batch
 
         h = arch.hidden_size
@@ -249,7 +252,8 @@ class _StepModel:
         e_tp = max(cal.tp_exposed * t_tp, t_tp - compute_all)
         e_cp = max(cal.cp_exposed * t_cp, t_cp - compute_all)
         e_ep = max(cal.ep_exposed * t_ep, t_ep - compute_all)
-        t_mb_all = compute_all + self.latency + e_tp + e_cp + e_ep
+        latency = self.latency * recompute_factor
+        t_mb_all = compute_all + latency + e_tp + e_cp + e_ep
 
         # Pipeline: the slowest stage holds ceil(layers / (pp*vp)) layers per chunk
         imbalance = 1.0
@@ -292,7 +296,7 @@ class _StepModel:
         tflops = tps * fl.total / 1e12
         breakdown = {
             "gemm": t_gemm * m, "attention": t_attn * m, "moe": t_moe * m, "elementwise": t_elem * m,
-            "latency": self.latency * m, "tp_comm": e_tp * m, "cp_comm": e_cp * m, "ep_comm": e_ep * m,
+            "latency": latency * m, "tp_comm": e_tp * m, "cp_comm": e_cp * m, "ep_comm": e_ep * m,
             "pp_bubble": bubble * t_stage, "pp_comm": (m + bubble) * cal.tp_exposed * t_p2p,
             "dp_comm": t_dp, "optimizer": t_opt,
         }

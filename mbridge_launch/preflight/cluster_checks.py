@@ -241,7 +241,11 @@ def _site_features(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
 
 # ---------------------------------------------------------------------- sbatch --test-only
 def _test_only(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
+    from mbridge_launch.errors import UserError
+
     rendered = ctx.rendered_script()
+    if isinstance(rendered.error, UserError):
+        return []  # the executor refused the Plan: reported by plan checks (plan.render_failed)
     if not rendered.ok:
         return [Check("cluster.test_only_no_script", "info", {"reason": rendered.reason})]
     try:

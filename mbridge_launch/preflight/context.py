@@ -22,6 +22,7 @@ class Lookup:
 
     value: Any = None
     reason: str = ""
+    error: BaseException | None = None  # what the lookup raised, if it raised
 
     @property
     def ok(self) -> bool:
@@ -29,8 +30,12 @@ class Lookup:
 
 
 def _reason(exc: BaseException) -> str:
+    from mbridge_launch.errors import UserError
+
     if isinstance(exc, ModuleNotFoundError):
         return f"module {exc.name} is not available"
+    if isinstance(exc, UserError):
+        return exc.render()
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -53,7 +58,7 @@ class PreflightContext:
                 value = build()
                 cached = Lookup(value=value, reason="" if value is not None else "not found")
             except Exception as exc:  # noqa: BLE001 - any failure means "skipped, here is why"
-                cached = Lookup(reason=_reason(exc))
+                cached = Lookup(reason=_reason(exc), error=exc)
             self._cache[name] = cached
         return cached
 
@@ -78,8 +83,7 @@ class PreflightContext:
         def build() -> Any:
             from mbridge_launch.catalog import load_catalog
 
-            catalog = _load_catalog(load_catalog, self.plan.catalog.version)
-            return catalog.get(self.plan.recipe.name)
+            return load_catalog(version=self.plan.catalog.version).get(self.plan.recipe.name, kind=self.plan.recipe.kind)
 
         return self.lookup("recipe", build)
 
@@ -115,10 +119,3 @@ class PreflightContext:
             return candidate
         base = self.plan.launch.workdir
         return (Path(os.path.expanduser(base)) if base else Path.cwd()) / candidate
-
-def _load_catalog(load_catalog: Callable[..., Any], version: str) -> Any:
-    """The catalog of the Plan's Megatron Bridge version, else the default one."""
-    try:
-        return load_catalog(version=version)
-    except TypeError:  # a load_catalog without a version parameter
-        return load_catalog()

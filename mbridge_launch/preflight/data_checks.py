@@ -34,19 +34,6 @@ PREFIX_SEVERITY = {
     "idx_size_mismatch": "warning", "bin_size_mismatch": "warning",
 }
 
-# run_recipe.py preset selector -> Hugging Face dataset repository (megatron/bridge/data/sources/hf.py)
-HF_PRESETS = {
-    "squad": "rajpurkar/squad",
-    "tulu3": "allenai/tulu-3-sft-mixture",
-    "openmathinstruct2": "nvidia/OpenMathInstruct-2",
-    "openmathinstruct2-thinking": "nvidia/OpenMathInstruct-2",
-    "gsm8k": "openai/gsm8k",
-    "cord-v2": "naver-clova-ix/cord-v2",
-    "medpix": "mmoukouba/MedPix-VQA",
-    "raven": "HuggingFaceM4/the_cauldron",
-    "rdr": "quintend/rdr-items",
-    "llava-video-178k": "lmms-lab/LLaVA-Video-178K",
-}
 CHAT_KEYS = ("messages", "conversations", "conversation")
 _TRUE = ("1", "true", "yes", "on")
 
@@ -57,26 +44,34 @@ def run_data_checks(ctx: PreflightContext) -> list[Check]:
         return check_blend(ctx)
     if selector == "local-jsonl":
         return check_local_jsonl(ctx)
-    if selector in HF_PRESETS:
-        return check_hf_preset(ctx, selector)
     if selector == "energon":
         return _check_field_path(ctx, "path")
-    return []
+    repo = _hf_repo(selector)
+    return check_hf_preset(ctx, selector, repo) if repo else []
+
+
+def _hf_repo(selector: str) -> str | None:
+    """The Hugging Face dataset behind a named preset (catalog/datasets.yaml), else None."""
+    try:
+        from mbridge_launch.datasets import load_datasets
+    except ImportError:
+        return None
+    spec = load_datasets().get(selector)
+    return spec.hf_dataset_id if spec is not None and spec.kind == "hf" else None
 
 
 # ---------------------------------------------------------------------- megatron-indexed blends
-def blend_from_plan(ctx: PreflightContext) -> tuple[list[str], list[str] | None, list[Check]]:
+def blend_from_plan(ctx: PreflightContext) -> tuple[list[str], list[str] | None]:
     """Prefixes and weights (as written) of the blend. Accepts weights in `dataset.weights` or
     Megatron's interleaved form in data_paths ("0.3", "prefix_a", "0.7", "prefix_b")."""
     ds = ctx.plan.dataset
     paths = list(ds.data_paths)
     if not paths and ds.fields.get("data_path"):
         paths = ds.fields["data_path"].replace(",", " ").split()
-    checks: list[Check] = []
     weights: list[str] | None = [repr(w) for w in ds.weights] if ds.weights is not None else None
     if paths and weights is None and len(paths) % 2 == 0 and _is_number(paths[0]):
         weights, paths = paths[0::2], paths[1::2]
-    return paths, weights, checks
+    return paths, weights
 
 
 def _is_number(text: str) -> bool:
@@ -123,10 +118,10 @@ def scan_prefixes(prefixes: list[str], progress: Progress | None = None, workers
 
 
 def check_blend(ctx: PreflightContext) -> list[Check]:
-    prefixes, weights, checks = blend_from_plan(ctx)
+    prefixes, weights = blend_from_plan(ctx)
     if not prefixes:
-        return [Check("data.no_paths", "error", {})]
-    checks += check_weights(prefixes, weights)
+        return []  # the missing dataset.data_path is reported by plan checks (plan.dataset_required)
+    checks = check_weights(prefixes, weights)
     suffixed = [p for p in prefixes if p.endswith((".bin", ".idx"))]
     if suffixed:
         checks.append(Check("data.prefix_has_suffix", "error", {"count": len(suffixed), "prefix": suffixed[0], "stem": suffixed[0][:-4]}, subject=suffixed[0]))
@@ -179,7 +174,7 @@ def _dataset_setting(ctx: PreflightContext, name: str) -> str | None:
 def check_local_jsonl(ctx: PreflightContext) -> list[Check]:
     root_text = _dataset_setting(ctx, "dataset_root")
     if not root_text:
-        return [Check("data.jsonl_root_unset", "error", {})]
+        return []  # reported by plan checks (plan.dataset_required)
     root = ctx.resolve_path(root_text)
     if not root.is_dir():
         return [Check("data.jsonl_root_missing", "error", {"path": str(root)}, subject=str(root))]
@@ -252,8 +247,7 @@ def hf_dataset_cached(repo: str, caches: list[Path]) -> Path | None:
     return None
 
 
-def check_hf_preset(ctx: PreflightContext, selector: str) -> list[Check]:
-    repo = HF_PRESETS[selector]
+def check_hf_preset(ctx: PreflightContext, selector: str, repo: str) -> list[Check]:
     offline = (ctx.job_env("HF_HUB_OFFLINE") or ctx.job_env("HF_DATASETS_OFFLINE") or "").strip().lower() in _TRUE
     params = {"dataset": selector, "repo": repo}
     if not offline:

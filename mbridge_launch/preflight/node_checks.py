@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
+from mbridge_launch.preflight.progress import Progress
 from mbridge_launch.preflight.slurm import SlurmClient, SlurmUnavailable, parse_oneliner
 
 WAIT_TIMEOUT_S = 300
@@ -130,7 +131,8 @@ def run_node_checks(ctx: PreflightContext, client: SlurmClient, timeout_s: float
     if result.returncode != 0 or not job_id.isdigit():
         lines = (result.stderr or result.stdout).strip().splitlines()
         return [Check("nodes.submit_failed", "error", {"reason": lines[-1] if lines else f"sbatch exited {result.returncode}"})]
-    state = _wait(client, job_id, timeout_s)
+    with Progress(ctx.progress_stream, f"node check (job {job_id})", int(timeout_s)) as progress:
+        state = _wait(client, job_id, timeout_s, progress)
     output_path = out_dir / f"node-check-{job_id}.out"
     if state is None:
         client.run(["scancel", job_id], cache=False)
@@ -147,11 +149,14 @@ def _out_dir(ctx: PreflightContext) -> Path:
     return path
 
 
-def _wait(client: SlurmClient, job_id: str, timeout_s: float) -> str | None:
+def _wait(client: SlurmClient, job_id: str, timeout_s: float, progress: Progress | None = None) -> str | None:
     """The job's final state, or None at the timeout. `scontrol show job` keeps finished jobs
     for MinJobAge; after that the job is gone and counts as finished."""
-    deadline = time.monotonic() + timeout_s
+    start = time.monotonic()
+    deadline = start + timeout_s
     while time.monotonic() < deadline:
+        if progress is not None:  # the bar shows the time waited against the timeout
+            progress.advance(int(time.monotonic() - start) - progress.done)
         result = client.run(["scontrol", "show", "job", "-o", job_id], timeout=30, cache=False)
         if result.returncode != 0:
             return "UNKNOWN"

@@ -189,7 +189,9 @@ def check_load_paths(ctx: PreflightContext) -> list[Check]:
     elif ctx.plan.mode in ("sft", "lora", "dora"):
         checks.append(Check("path.pretrained_unset", "warning", {"mode": ctx.plan.mode}))
     load = ctx.plan.checkpoint.load
-    if load and not ctx.resolve_path(load).exists():
+    save = ctx.plan.checkpoint.save
+    same_as_save = bool(save) and load is not None and ctx.resolve_path(load) == ctx.resolve_path(save)
+    if load and not same_as_save and not ctx.resolve_path(load).exists():
         checks.append(Check("path.load_missing", "warning", {"path": str(ctx.resolve_path(load))}, subject=load))
     return checks
 

@@ -11,18 +11,7 @@ from typing import Any
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
 
-# Dataset selectors and the modes they serve (facts section 3), used when the catalog's dataset
-# table (mbridge_launch.datasets) is not available.
 _FINETUNE = ("sft", "lora", "dora")
-SELECTOR_MODES = {
-    "mock": ("pretrain",),
-    "megatron-indexed": ("pretrain",),
-    "energon": ("pretrain", *_FINETUNE),
-    "local-jsonl": _FINETUNE, "local-vlm": _FINETUNE,
-    "squad": _FINETUNE, "tulu3": _FINETUNE, "openmathinstruct2": _FINETUNE,
-    "openmathinstruct2-thinking": _FINETUNE, "gsm8k": _FINETUNE,
-    "cord-v2": _FINETUNE, "medpix": _FINETUNE, "raven": _FINETUNE, "rdr": _FINETUNE, "llava-video-178k": _FINETUNE,
-}
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -37,6 +26,7 @@ def run_plan_checks(ctx: PreflightContext) -> list[Check]:
     checks += check_recipe_and_data(ctx)
     checks += check_change_control(ctx)
     checks += check_container_profile(ctx)
+    checks += check_renders(ctx)
     return checks
 
 
@@ -74,7 +64,8 @@ def check_grid_vs_cluster(ctx: PreflightContext) -> list[Check]:
     p, c = ctx.plan.parallelism, ctx.plan.cluster
     checks: list[Check] = []
     world = p.tp * p.pp * p.cp * p.dp
-    if world != c.total_gpus:
+    # when TP x PP x CP does not divide the GPUs at all, the planner's grid rule says so
+    if world != c.total_gpus and c.total_gpus % (p.tp * p.pp * p.cp) == 0:
         checks.append(Check("plan.world_mismatch", "error", {
             "tp": p.tp, "pp": p.pp, "cp": p.cp, "dp": p.dp, "world": world,
             "nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "total": c.total_gpus,
@@ -189,7 +180,8 @@ def check_catalog(ctx: PreflightContext) -> list[Check]:
     if not recipe.ok:
         if recipe.reason == "not found":
             return [Check("plan.recipe_unknown", "warning", {"recipe": name, "version": ctx.plan.catalog.version}, subject=name)]
-        return [Check("plan.catalog_skipped", "info", {"reason": recipe.reason})]
+        missing_module = recipe.reason.startswith("module ")
+        return [Check("plan.catalog_skipped", "info" if missing_module else "warning", {"reason": recipe.reason})]
     checks: list[Check] = []
     kind = getattr(recipe.value, "kind", None)
     if kind and kind != ctx.plan.recipe.kind:
@@ -228,24 +220,40 @@ def check_recipe_and_data(ctx: PreflightContext) -> list[Check]:
         checks.append(Check("plan.mock_finetune", "error", {"mode": mode}))
     elif selector == "mock" and kind == "library":
         checks.append(Check("plan.mock_pretrain", "info", {}))
-    modes = _selector_modes(ctx, selector)
-    if modes is None:
-        checks.append(Check("plan.selector_unknown", "error", {"dataset": selector, "valid": ", ".join(sorted(SELECTOR_MODES))}))
-    elif mode not in modes and not (selector == "mock" and mode in _FINETUNE):
-        checks.append(Check("plan.selector_mode", "error", {"dataset": selector, "mode": mode, "modes": ", ".join(modes)}))
+    checks += _selector_checks(ctx)
     return checks
 
 
-def _selector_modes(ctx: PreflightContext, selector: str) -> tuple[str, ...] | None:
-    def build() -> Any:
-        from mbridge_launch import datasets
+def _selector_checks(ctx: PreflightContext) -> list[Check]:
+    """The selector exists, serves the mode, and has the settings it requires (the dataset
+    catalog, catalog/datasets.yaml)."""
+    selector, mode = ctx.plan.dataset.selector, ctx.plan.mode
+    try:
+        from mbridge_launch.datasets import load_datasets, normalize_mode
 
-        spec = datasets.get_selector(selector) if hasattr(datasets, "get_selector") else None
-        modes = getattr(spec, "modes", None) if spec is not None else None
-        return tuple(modes) if modes else None
+        selectors = load_datasets()
+    except Exception as exc:  # noqa: BLE001 - no dataset catalog: say so, check the rest
+        return [Check("plan.datasets_skipped", "info", {"reason": f"{type(exc).__name__}: {exc}"})]
+    spec = selectors.get(selector)
+    if spec is None:
+        return [Check("plan.selector_unknown", "error", {"dataset": selector, "valid": ", ".join(selectors)})]
+    if normalize_mode(mode) not in spec.modes:
+        if selector == "mock" and mode in _FINETUNE:
+            return []  # reported as plan.mock_finetune
+        return [Check("plan.selector_mode", "error", {"dataset": selector, "mode": mode, "modes": ", ".join(spec.modes)})]
+    missing = [key for key in spec.required if not _dataset_setting_given(ctx, key)]
+    return [Check("plan.dataset_required", "error", {"dataset": selector, "setting": key}, subject=key) for key in missing]
 
-    lookup = ctx.lookup(f"selector:{selector}", build)
-    return lookup.value if lookup.ok else SELECTOR_MODES.get(selector)
+
+def _dataset_setting_given(ctx: PreflightContext, key: str) -> bool:
+    """A required `dataset.X` is given by the Plan's dataset section or by an override."""
+    name = key.removeprefix("dataset.")
+    ds = ctx.plan.dataset
+    if name == "data_path" and (ds.data_paths or ds.fields.get("data_path")):
+        return True
+    if ds.fields.get(name):
+        return True
+    return any(o.key.lstrip("+") == key and o.value.strip() for o in ctx.plan.overrides)
 
 
 # ---------------------------------------------------------------------- change control
@@ -277,4 +285,15 @@ def check_container_profile(ctx: PreflightContext) -> list[Check]:
     c = ctx.plan.cluster
     if c.container_image and not c.profile.pyxis:
         return [Check("plan.container_without_pyxis", "warning", {"image": c.container_image})]
+    return []
+
+
+def check_renders(ctx: PreflightContext) -> list[Check]:
+    """The sbatch executor must accept the Plan (it refuses e.g. torchrun across nodes, control
+    characters, secret values in env): rendering has no side effects."""
+    from mbridge_launch.errors import UserError
+
+    rendered = ctx.rendered_script()
+    if isinstance(rendered.error, UserError):
+        return [Check("plan.render_failed", "error", {"reason": rendered.reason})]
     return []

@@ -42,7 +42,7 @@ def _guard(group: str, func: Callable[[], list[Check]]) -> list[Check]:
 
 
 def run_preflight(
-    plan: Plan,
+    plan: Plan | str | Path,
     *,
     cluster: bool = True,
     on_nodes: bool = False,
@@ -54,6 +54,8 @@ def run_preflight(
 ) -> Report:
     """Check `plan` and return the Report (report.ok, report.exit_code, report.to_json()).
 
+    plan: a Plan, or the path of a Plan file (an unreadable or invalid file raises UserError,
+    exit code 2, as on the command line).
     env: the submitting environment (default os.environ; SLURM_CONF and secrets come from it).
     plan_text: the Plan file as written, scanned for secret values along with the Plan.
     progress_stream: where a progress bar may draw (only if it is a terminal).
@@ -63,6 +65,13 @@ def run_preflight(
     from mbridge_launch.preflight.path_checks import run_path_checks
     from mbridge_launch.preflight.plan_checks import run_plan_checks
 
+    if not isinstance(plan, Plan):
+        from mbridge_launch.plan import load_plan
+
+        path = Path(plan)
+        plan = load_plan(path)
+        if plan_text is None:
+            plan_text = path.read_text(encoding="utf-8")
     environment = dict(os.environ if env is None else env)
     ctx = PreflightContext(plan=plan, env=environment, plan_text=plan_text, cache_dir=cache_dir(environment), progress_stream=progress_stream)
     report = Report()

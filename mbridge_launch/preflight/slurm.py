@@ -190,6 +190,10 @@ class SlurmClient:
         cache = cache and stdin is None
         if cache and key in self._memo:
             return self._memo[key]
+        conf = self.env.get("SLURM_CONF")
+        if conf and not os.path.isfile(conf):
+            # Slurm's commands retry a missing config file for 60 s before giving up
+            raise SlurmUnavailable(f"SLURM_CONF={conf} does not exist")
         self.calls.append(list(argv))
         try:
             result = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=self.env, timeout=timeout, check=False)

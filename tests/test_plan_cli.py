@@ -1,0 +1,128 @@
+"""`mbridge-launch plan` and `mbridge-launch estimate` end to end (in process)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mbridge_launch.cli import main
+from mbridge_launch.hardware import get_hardware
+from mbridge_launch.models import load_arch
+from mbridge_launch.planner.rules import Layout, check_layout
+
+CANDIDATE_KEYS = {"tp", "pp", "vp", "cp", "ep", "etp", "mbs", "gbs", "fsdp", "recompute", "memory_gb",
+                  "tokens_per_sec_per_gpu", "model_tflops_per_gpu", "mfu", "step_time_s"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_json(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "Llama 3 70B", "--gpus", "64", "--gpu-type", "H100-SXM",
+                       "--precision", "fp8cs", "--gbs", "256", "--seq-length", "8192", "--top", "3",
+                       "--tokens", "1e12", "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["model"] == "llama3_70b" and data["gpu_type"] == "h100" and len(data["candidates"]) == 3
+    arch, hw = load_arch("llama3_70b"), get_hardware("h100")
+    speeds = []
+    for cand in data["candidates"]:
+        assert CANDIDATE_KEYS <= set(cand)
+        assert {"weights", "gradients", "optimizer", "activations", "total"} <= set(cand["memory_gb"])
+        assert cand["memory_gb"]["total"] <= 0.95 * 80 and cand["gbs"] == 256
+        assert cand["budget"]["gpu_hours"] == pytest.approx(cand["budget"]["hours"] * 64, rel=1e-3)
+        layout = Layout(tp=cand["tp"], pp=cand["pp"], vp=cand["vp"], cp=cand["cp"], ep=cand["ep"], etp=cand["etp"],
+                        sp=cand["sp"], mbs=cand["mbs"], gbs=cand["gbs"], seq_length=8192, world=64,
+                        fsdp=cand["fsdp"], recompute=cand["recompute"], cp_comm_type=cand["cp_comm_type"],
+                        uneven_pp=cand["uneven_pp"])
+        assert not [v for v in check_layout(layout, arch, hw) if v.severity == "error"]
+        speeds.append(cand["tokens_per_sec_per_gpu"])
+    assert speeds == sorted(speeds, reverse=True)
+    assert data["rejected"] and all({"code", "count", "example", "message"} <= set(r) for r in data["rejected"])
+
+
+def test_plan_text_has_memory_chart(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "b200",
+                       "--gbs", "128", "--seq-length", "8192", "--top", "1", "--lang", "en")
+    assert code == 0
+    assert "tokens/s/GPU" in out and "MFU" in out and "█" in out and "|" in out and "GiB" in out
+    assert "weights" in out and "activations" in out
+
+
+def test_plan_in_chinese(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "b200",
+                       "--gbs", "128", "--seq-length", "8192", "--top", "1", "--lang", "zh")
+    assert code == 0 and "模型算力利用率" in out and "显存" in out
+
+
+@pytest.mark.parametrize("argv,key", [
+    (["--model", "llama3_9b", "--gpus", "8"], "unknown model"),
+    (["--model", "llama3_8b", "--gpus", "0"], "--gpus"),
+    (["--model", "llama3_8b", "--gpus", "8", "--gpu-type", "a100"], "unknown GPU type"),
+    (["--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100", "--precision", "nvfp4"], "does not run precision"),
+    (["--model", "gemma2_9b", "--gpus", "8"], "vocab_size"),
+])
+def test_plan_bad_input_exits_2(capsys, argv, key):
+    code, out, err = run(capsys, "plan", *argv, "--lang", "en")
+    assert code == 2 and key in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_plan_no_layout_exits_3(capsys):
+    code, _, err = run(capsys, "plan", "--model", "llama31_405b", "--gpus", "8", "--gpu-type", "h100",
+                       "--gbs", "8", "--seq-length", "8192", "--lang", "en")
+    assert code == 3 and "RULE_MEMORY" in err
+
+
+def test_estimate_json(capsys):
+    code, out, _ = run(capsys, "estimate", "--model", "llama3_70b", "--gpu-type", "h100", "--gpus", "64", "--tp", "4",
+                       "--pp", "8", "--vp", "5", "--mbs", "1", "--gbs", "256", "--seq-length", "8192",
+                       "--precision", "fp8cs", "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert {"tokens_per_sec_per_gpu", "model_tflops_per_gpu", "mfu", "step_time_s", "memory_gb"} <= set(data)
+    # published: 1,619-1,639 tokens/s/GPU on 64 H100 for this layout (25.09-26.02.01)
+    assert 1300 < data["tokens_per_sec_per_gpu"] < 2000 and data["fits"] and data["warnings"] == []
+    assert data["mfu"] == pytest.approx(data["model_tflops_per_gpu"] / 1979, rel=1e-3)
+
+
+def test_estimate_broken_rule_exits_2(capsys):
+    code, _, err = run(capsys, "estimate", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "8", "--tp", "3",
+                       "--mbs", "1", "--gbs", "8", "--lang", "en")
+    assert code == 2 and "RULE_TP_KV_HEADS" in err and "valid TP: 1, 2, 4, 8" in err
+    code, _, err = run(capsys, "estimate", "--model", "deepseek_v3", "--gpu-type", "gb200", "--gpus", "256",
+                       "--pp", "8", "--vp", "2", "--ep", "64", "--gbs", "2048", "--precision", "fp8mx", "--uneven-pp",
+                       "--lang", "en")
+    assert code == 2 and "RULE_EXPERT_GRID" in err
+
+
+def test_estimate_lora_and_oom_warning(capsys):
+    base = ["estimate", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "8", "--mbs", "1", "--gbs", "8",
+            "--seq-length", "8192", "--format", "json"]
+    code, out, _ = run(capsys, *base)
+    pretrain = json.loads(out)
+    assert code == 0 and not pretrain["fits"] and any(w["code"] == "RULE_MEMORY" for w in pretrain["warnings"])
+    code, out, _ = run(capsys, *base, "--goal", "lora")
+    lora = json.loads(out)
+    assert code == 0 and lora["fits"] and lora["model_tflops_per_gpu"] / lora["tokens_per_sec_per_gpu"] < \
+        pretrain["model_tflops_per_gpu"] / pretrain["tokens_per_sec_per_gpu"]
+
+
+def test_plan_writes_a_plan_file(capsys, tmp_path):
+    pytest.importorskip("mbridge_launch.recommend.build")
+    from mbridge_launch.plan import load_plan
+
+    target = tmp_path / "plan.yaml"
+    code, out, err = run(capsys, "plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100",
+                         "--precision", "bf16", "--top", "2", "--format", "json", "-o", str(target))
+    assert code == 0, err
+    best = json.loads(out)["candidates"][0]
+    plan = load_plan(target)
+    p = plan.parallelism
+    assert (p.tp, p.pp, p.cp, p.mbs, p.gbs, p.recompute, p.fsdp) == (
+        best["tp"], best["pp"], best["cp"], best["mbs"], best["gbs"], best["recompute"], best["fsdp"])
+    assert plan.recipe.model == "llama3_8b" and plan.recipe.kind == "library" and plan.mode == "pretrain"
+    assert plan.estimates.tokens_per_sec_per_gpu == pytest.approx(best["tokens_per_sec_per_gpu"], rel=1e-3)

@@ -1,0 +1,124 @@
+"""Layout search, best_layout for the recommender, estimate_layout, throughput sanity."""
+
+from __future__ import annotations
+
+import pytest
+
+from mbridge_launch.hardware import get_hardware
+from mbridge_launch.models import load_arch
+from mbridge_launch.planner.rules import Layout, check_layout, evolve
+from mbridge_launch.planner.search import Options, best_layout, estimate_layout, search
+from mbridge_launch.planner.throughput import estimate_step
+
+H100, GB200, B200 = get_hardware("h100"), get_hardware("gb200"), get_hardware("b200")
+
+
+def _errors(layout, arch, hw):
+    return [v for v in check_layout(layout, arch, hw) if v.severity == "error"]
+
+
+@pytest.mark.parametrize("model,hw,gpus,gbs,seq,precision", [
+    ("llama3_8b", H100, 8, 128, 8192, "fp8cs"),
+    ("llama3_70b", H100, 64, 256, 8192, "fp8cs"),
+    ("qwen3_30b_a3b", B200, 8, 512, 4096, "fp8mx"),
+    ("deepseek_v3", GB200, 256, 4096, 4096, "fp8mx"),
+    ("nemotron_3_nano", H100, 16, 1024, 8192, "fp8cs"),
+])
+def test_every_candidate_passes_the_rules_and_fits(model, hw, gpus, gbs, seq, precision):
+    arch = load_arch(model)
+    result = search(arch, hw, gpus, gbs=gbs, seq_length=seq, precision=precision, top=8)
+    assert result.candidates
+    speeds = [c.tokens_per_sec_per_gpu for c in result.candidates]
+    assert speeds == sorted(speeds, reverse=True)
+    grids = [c.grid for c in result.candidates]
+    assert len(grids) == len(set(grids))  # one entry per grid, its best micro-batch/VP/recompute
+    for c in result.candidates:
+        assert _errors(c.layout, arch, hw) == [], c.layout
+        assert c.fits and c.layout.world == gpus and c.layout.gbs == gbs
+        assert 0 < c.mfu < 1 and c.model_tflops_per_gpu <= hw.peak(precision)
+
+
+def test_rejections_are_aggregated_by_rule():
+    arch = load_arch("llama3_70b")
+    result = search(arch, H100, 64, gbs=256, seq_length=8192, precision="fp8cs", top=3)
+    assert "RULE_MEMORY" in result.rejected  # e.g. TP=1 PP=1 does not fit 80 GB
+    assert "RULE_TP_NVLINK" in result.rejected or "RULE_TP_KV_HEADS" in result.rejected
+    mem = result.rejected["RULE_MEMORY"]
+    assert mem.count >= 1 and "TP=" in mem.example
+
+
+def test_branch_and_bound_keeps_the_same_top():
+    arch = load_arch("qwen3_30b_a3b")
+    full = search(arch, H100, 16, gbs=1024, seq_length=4096, precision="fp8cs")
+    top = search(arch, H100, 16, gbs=1024, seq_length=4096, precision="fp8cs", top=3)
+    assert [c.layout for c in top.candidates] == [c.layout for c in full.candidates[:3]]
+    assert top.evaluated <= full.evaluated
+
+
+def test_options_restrict_the_search():
+    arch = load_arch("llama3_8b")
+    result = search(arch, H100, 8, gbs=128, seq_length=8192, precision="fp8cs", options=Options(fsdp=True), top=3)
+    assert result.candidates and all(c.layout.fsdp for c in result.candidates)
+    result = search(arch, H100, 8, gbs=128, seq_length=8192, options=Options(recompute="full"), top=3)
+    assert all(c.layout.recompute == "full" for c in result.candidates)
+
+
+def test_no_layout_when_nothing_fits():
+    result = search(load_arch("llama31_405b"), H100, 8, gbs=8, seq_length=8192, precision="fp8cs", top=3)
+    assert result.candidates == [] and "RULE_MEMORY" in result.rejected
+
+
+def test_best_layout_keeps_the_recipe_layout_when_valid_and_fitting():
+    arch = load_arch("llama3_70b")
+    recipe = Layout(tp=4, pp=8, vp=5, sp=True, mbs=1, gbs=256, seq_length=8192, world=64)
+    kept = best_layout(arch, H100, 64, gbs=256, seq_length=8192, precision="fp8cs", prefer=recipe)
+    assert kept.layout == recipe and "recipe_layout" in kept.notes
+    # on 48 GPUs the recipe's TP x PP = 32 does not divide the GPUs: the search answers instead
+    moved = best_layout(arch, H100, 48, gbs=240, seq_length=8192, precision="fp8cs", prefer=recipe)
+    assert moved is not None and moved.layout.world == 48 and _errors(moved.layout, arch, H100) == []
+    # 16 H100 cannot hold a 70B model with its optimizer state at all
+    assert best_layout(arch, H100, 16, gbs=256, seq_length=8192, precision="fp8cs", prefer=recipe) is None
+    assert best_layout(load_arch("gemma2_9b"), H100, 8, gbs=8, seq_length=4096) is None  # incomplete arch
+
+
+def test_estimate_layout_fields():
+    arch = load_arch("llama3_8b")
+    c = estimate_layout(Layout(mbs=1, gbs=128, seq_length=8192, world=8, fsdp=True), arch, H100, precision="fp8cs")
+    assert c.fits and c.memory_limit_gb == pytest.approx(76.0) and c.memory_gb["total"] == pytest.approx(c.memory_total_gb, abs=0.01)
+    assert c.step_time_s > 0 and c.tokens_per_sec_per_gpu == pytest.approx(128 * 8192 / c.step_time_s / 8)
+    assert c.model_tflops_per_gpu == pytest.approx(c.tokens_per_sec_per_gpu * 51_470_401_536 / 1e12)
+    assert c.mfu == pytest.approx(c.model_tflops_per_gpu / 1979)
+    assert estimate_layout(Layout(world=8, gbs=8), load_arch("gemma2_9b"), H100) is None
+
+
+def test_throughput_responds_to_the_layout():
+    arch = load_arch("llama3_70b")
+    base = Layout(tp=4, pp=8, vp=5, sp=True, mbs=1, gbs=256, seq_length=8192, world=64)
+    t0 = estimate_step(arch, H100, base, "fp8cs").tokens_per_sec_per_gpu
+    assert estimate_step(arch, H100, base, "bf16").tokens_per_sec_per_gpu < t0  # FP8 GEMMs are faster
+    assert estimate_step(arch, H100, evolve(base, recompute="full"), "fp8cs").tokens_per_sec_per_gpu < t0
+    assert estimate_step(arch, H100, evolve(base, vp=None), "fp8cs").breakdown["pp_bubble"] > \
+        estimate_step(arch, H100, base, "fp8cs").breakdown["pp_bubble"]  # VP shrinks the bubble
+    # TP across nodes (16 > 8 GPUs of NVLink) is much slower than inside the node
+    wide = estimate_step(arch, H100, evolve(base, tp=16, pp=4, vp=None), "fp8cs").breakdown["tp_comm"]
+    assert wide > 3 * estimate_step(arch, H100, base, "fp8cs").breakdown["tp_comm"]
+    lora = estimate_step(arch, H100, base, "fp8cs", "lora")
+    assert lora.flops_per_token < estimate_step(arch, H100, base, "fp8cs").flops_per_token
+
+
+def test_expert_all_to_all_prefers_nvlink():
+    arch = load_arch("gpt_oss_120b")
+    inside = Layout(ep=8, mbs=4, gbs=1280, seq_length=4096, world=64)
+    across = evolve(inside, ep=64)
+    ep_in = estimate_step(arch, B200, inside, "bf16").breakdown["ep_comm"]
+    ep_out = estimate_step(arch, B200, across, "bf16").breakdown["ep_comm"]
+    assert ep_out > 3 * ep_in  # B200 nodes: EP=64 crosses the network
+    nvl = estimate_step(arch, GB200, across, "bf16").breakdown["ep_comm"]
+    assert nvl < ep_out  # GB200 NVL72: EP=64 stays on NVLink
+
+
+def test_search_cost_grows_with_divisors_not_gpus():
+    arch, hw = load_arch("deepseek_v3"), GB200
+    small = search(arch, hw, 1024, gbs=1024, seq_length=4096, precision="fp8mx", top=5)  # 11 divisors
+    large = search(arch, hw, 16384, gbs=16384, seq_length=4096, precision="fp8mx", top=5)  # 15 divisors
+    assert large.evaluated < 2 * small.evaluated
