@@ -83,11 +83,14 @@ def test_more_gpus_than_a_node_has_is_one_clear_line(executor, slurm_cluster, st
     plan = cluster_plan(shared_dir, standin_entry, gpus_per_node=9)
     path = save_plan(plan, shared_dir / "plan.yaml")
     env = {**slurm_cluster.env, "MBRIDGE_LAUNCH_LANG": "en"}
+    # preflight already flags 9 GPUs per node; --force makes Slurm itself the judge here
     proc = subprocess.run([sys.executable, "-m", "mbridge_launch", "submit", str(path), "--executor", executor,
-                           "--workdir", str(shared_dir / "work")],
+                           "--workdir", str(shared_dir / "work"), "--yes", "--force",
+                           "--reason", "e2e: Slurm itself must refuse", "--ledger", str(shared_dir / "ledger.sqlite3")],
                           capture_output=True, text=True, env=env, cwd=shared_dir, timeout=120)
     assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert proc.stderr.strip() == "error: Slurm refused the job: Requested node configuration is not available"
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
+    assert errors == ["error: Slurm refused the job: Requested node configuration is not available"], proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
 

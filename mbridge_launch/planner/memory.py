@@ -5,7 +5,8 @@ reports in GiB. Components:
 
 - weights: bf16 parameters of the stage held by this GPU (dense parts / TP, experts / (EP x ETP));
   FP8/FP4 training keeps a low-precision copy of the linear weights too (+1 byte per parameter).
-- gradients: fp32 main gradients, 4 bytes per trained parameter (facts section 5).
+- gradients: fp32 main gradients, 4 bytes per trained parameter (facts section 5); 2 bytes when
+  gradients are reduced in bf16 (ddp.grad_reduce_in_fp32=false, as the benchmark recipes run).
 - optimizer: fp32 master weights + Adam moments, 12 bytes per trained parameter, sharded over
   DP x CP (dense) or expert-DP (experts) by the distributed optimizer; Megatron-FSDP also shards
   weights and gradients and keeps two gathered layers as working buffers.
@@ -33,7 +34,8 @@ GIB = float(2**30)
 ALLOWANCE_GIB = 3.0  # CUDA context ~0.6, workspaces ~0.5, NCCL communicators/buffers ~1.5-2
 FRAGMENTATION = 0.05  # caching allocator with expandable_segments
 HEADROOM = 0.95  # plan only layouts that leave 5% of HBM free
-GRAD_BYTES = 4.0
+GRAD_BYTES = 4.0  # ddp.grad_reduce_in_fp32=true, the library recipes' setting
+BF16_GRAD_BYTES = 2.0  # grad_reduce_in_fp32=false, as the benchmark (perf) recipes run
 OPTIM_BYTES = 12.0
 PEFT_GOALS = ("lora", "dora", "peft")
 
@@ -150,9 +152,11 @@ def estimate_memory(
     *,
     precision: str = "bf16",
     goal: str = "pretrain",
+    grad_bytes: float = GRAD_BYTES,
 ) -> MemoryBreakdown:
-    """Memory per GPU of the most loaded stage (first or last, whichever needs more)."""
-    model = _model(arch, precision, goal)
+    """Memory per GPU of the most loaded stage (first or last, whichever needs more).
+    `grad_bytes`: 4 with fp32 gradient reduction (default), 2 with bf16 (BF16_GRAD_BYTES)."""
+    model = _model(arch, precision, goal, grad_bytes)
     first = model.stage(layout, True, hbm_gb)
     if layout.pp == 1:
         return first
@@ -161,15 +165,16 @@ def estimate_memory(
 
 
 @lru_cache(maxsize=64)
-def _model(arch: ModelArch, precision: str, goal: str) -> "_MemoryModel":
-    return _MemoryModel(arch, precision, goal)
+def _model(arch: ModelArch, precision: str, goal: str, grad_bytes: float = GRAD_BYTES) -> "_MemoryModel":
+    return _MemoryModel(arch, precision, goal, grad_bytes)
 
 
 class _MemoryModel:
     """Per (model, precision, goal) caches: stage contents and per-token activation bytes."""
 
-    def __init__(self, arch: ModelArch, precision: str, goal: str) -> None:
+    def __init__(self, arch: ModelArch, precision: str, goal: str, grad_bytes: float = GRAD_BYTES) -> None:
         self.arch = arch
+        self.grad_bytes = grad_bytes
         self.low_precision = precision != "bf16"
         self.peft = goal in PEFT_GOALS
         self._stages: dict[tuple, tuple] = {}
@@ -227,16 +232,16 @@ class _MemoryModel:
         params = dense + expert
         if self.peft:
             weights = params * weight_bytes + adapters * 2
-            grads = adapters * GRAD_BYTES
+            grads = adapters * self.grad_bytes
             optim = adapters * OPTIM_BYTES / (dp_shard if L.distributed_optimizer else 1)
         elif L.fsdp:
             weights = dense * weight_bytes / dp_shard + expert * weight_bytes / edp_shard
-            grads = dense * GRAD_BYTES / dp_shard + expert * GRAD_BYTES / edp_shard
+            grads = (dense / dp_shard + expert / edp_shard) * self.grad_bytes
             optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
-            weights += biggest * (2 * weight_bytes + GRAD_BYTES)  # two gathered units + one unsharded grad
+            weights += biggest * (2 * weight_bytes + self.grad_bytes)  # two gathered units + one unsharded grad
         else:
             weights = params * weight_bytes
-            grads = params * GRAD_BYTES
+            grads = params * self.grad_bytes
             if L.distributed_optimizer:
                 optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
             else:
@@ -298,10 +303,11 @@ def _adapter_params(arch: ModelArch, kinds: tuple[str, ...], layout: Layout, ran
     return total
 
 
-def static_memory(arch: ModelArch, layout: Layout, *, precision: str = "bf16", goal: str = "pretrain") -> float:
+def static_memory(arch: ModelArch, layout: Layout, *, precision: str = "bf16", goal: str = "pretrain",
+                  grad_bytes: float = GRAD_BYTES) -> float:
     """A lower bound (GiB) on the memory of every variant of this grid: micro-batch 1, full
     recompute, no virtual pipeline. The search drops a grid whose bound already exceeds HBM."""
     from mbridge_launch.planner.rules import evolve
 
     lightest = evolve(layout, mbs=1, recompute="full", vp=None)
-    return estimate_memory(arch, lightest, None, precision=precision, goal=goal).total
+    return estimate_memory(arch, lightest, None, precision=precision, goal=goal, grad_bytes=grad_bytes).total

@@ -138,9 +138,10 @@ def _ring_time(nbytes: float, group: int, stride: int, hw: Hardware, cal: Calibr
 
 
 def step_model(arch: ModelArch, hw: Hardware, precision: str = "bf16", goal: str = "pretrain", *,
-               mtp_layers: int | None = None, moe_token_drop: bool = False, cal: Calibration = CAL) -> "_StepModel":
+               mtp_layers: int | None = None, moe_token_drop: bool = False, cal: Calibration = CAL,
+               grad_bytes: float = 4.0) -> "_StepModel":
     """The cached per-(model, system, precision, goal) estimator; `.step(layout)`, `.bound(layout)`."""
-    return _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal)
+    return _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal, grad_bytes)
 
 
 def estimate_step(
@@ -153,13 +154,14 @@ def estimate_step(
     mtp_layers: int | None = None,
     moe_token_drop: bool = False,
     cal: Calibration = CAL,
+    grad_bytes: float = 4.0,
 ) -> StepEstimate:
-    return _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal).step(layout)
+    return _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal, grad_bytes).step(layout)
 
 
 @lru_cache(maxsize=64)
-def _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal) -> "_StepModel":
-    return _StepModel(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal)
+def _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal, grad_bytes=4.0) -> "_StepModel":
+    return _StepModel(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal, grad_bytes)
 
 
 class _StepModel:
@@ -167,8 +169,9 @@ class _StepModel:
     once; `step(layout)` then costs a few dozen float operations."""
 
     def __init__(self, arch: ModelArch, hw: Hardware, precision: str, goal: str,
-                 mtp_layers: int | None, moe_token_drop: bool, cal: Calibration) -> None:
+                 mtp_layers: int | None, moe_token_drop: bool, cal: Calibration, grad_bytes: float = 4.0) -> None:
         self.arch, self.hw, self.precision, self.goal, self.cal = arch, hw, precision, goal, cal
+        self.grad_bytes = grad_bytes
         self.mtp_layers = mtp_layers
         speed = min(cal.generation.get(hw.generation, 1.0), 1.0 / max(cal.gemm_eff.values()))
         self.peak_nominal = hw.peak(precision) * 1e12
@@ -273,7 +276,7 @@ class _StepModel:
             t_p2p = 2 * vp * ((tokens_mb / cp * h * 2.0 / tp) / (bw * link) + cal.p2p_latency_s)
         t_pipe = (m + bubble) * (t_stage + cal.tp_exposed * t_p2p)
 
-        # Data parallel: distributed-optimizer reduce-scatter (fp32 grads) + all-gather (bf16 params)
+        # Data parallel: distributed-optimizer reduce-scatter (grads) + all-gather (bf16 params)
         dense = self.dense_total / (tp * pp)
         expert = self.expert_total / (pp * L.ep * L.etp_size)
         edp = L.edp
@@ -281,11 +284,12 @@ class _StepModel:
         if L.fsdp:
             # Megatron-FSDP: gather params for forward and backward and reduce-scatter grads every
             # micro-batch (FP8 runs gather FP8 params); prefetching hides it behind compute
-            unit = (1.0 if self.low_precision else 2.0) * 2 + 4.0
+            unit = (1.0 if self.low_precision else 2.0) * 2 + self.grad_bytes
             per_mb = _ring_time(dense * unit, dp * cp, tp, hw, cal) + _ring_time(expert * unit, edp, ep_stride, hw, cal)
             t_dp = m * max(per_mb * cal.fsdp_exposed, per_mb - t_stage)
         else:
-            full = _ring_time(dense * 6.0, dp * cp, tp, hw, cal) + _ring_time(expert * 6.0, edp, ep_stride, hw, cal)
+            unit = 2.0 + self.grad_bytes  # gradients reduce-scattered, bf16 params all-gathered
+            full = _ring_time(dense * unit, dp * cp, tp, hw, cal) + _ring_time(expert * unit, edp, ep_stride, hw, cal)
             t_dp = max(full * cal.dp_exposed, full - t_stage)
         sharded = L.distributed_optimizer or L.fsdp
         shard = dense / max(dp * cp, 1) + expert / max(edp, 1) if sharded else dense + expert
