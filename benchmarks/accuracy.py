@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_rows import Row, load_rows  # noqa: E402
+from calibration_rows import GRAD_BYTES, Row, load_rows  # noqa: E402
 from fitting import fit, predict, prepared  # noqa: E402
 
 from mbridge_launch.planner.flops import flops_per_token  # noqa: E402
@@ -54,7 +54,8 @@ def rank_of_published(rows: list[Row]) -> list[tuple[Row, int | None, str]]:
         key = (row.model, row.system, L.world, L.gbs, L.seq_length, row.precision, row.mtp_layers, row.token_drop)
         if key not in cache:
             res = search(row.arch, row.hw, L.world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
-                         options=Options(mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop), top=TOP)
+                         options=Options(mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop,
+                                         grad_bytes=GRAD_BYTES), top=TOP)
             cache[key] = res.candidates
         cands = cache[key]
         want = (L.tp, L.pp, L.cp, L.ep)
@@ -74,7 +75,8 @@ def errors_with(items, cal) -> list[float]:
 def above_peak(items, cal) -> list[str]:
     bad = []
     for r, L in items:
-        est = estimate_step(r.arch, r.hw, L, r.precision, mtp_layers=r.mtp_layers, moe_token_drop=r.token_drop, cal=cal)
+        est = estimate_step(r.arch, r.hw, L, r.precision, mtp_layers=r.mtp_layers, moe_token_drop=r.token_drop, cal=cal,
+                            grad_bytes=GRAD_BYTES)
         if est.model_tflops_per_gpu > r.hw.peak(r.precision) or est.mfu > 1:
             bad.append(r.label)
     return bad

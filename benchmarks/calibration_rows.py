@@ -4,7 +4,8 @@ planner inputs: architecture, hardware, precision and the published layout of ea
 Shared by fit_constants.py and accuracy.py. Conventions of the table (see its README):
 empty VP/EP = not applicable (VP=1, EP=1 mean the same); `fsdp` > 0 = Megatron-FSDP;
 model_variant "w/o MTP" = the DeepSeek-V3 MTP layer off; "tokendrop" = MoE capacity factor
-(no dropless host synchronisation). 61-layer models (DeepSeek-V3, Kimi K2) declare an uneven
+(no dropless host synchronisation). Benchmark recipes reduce gradients in bf16 (GRAD_BYTES).
+61-layer models (DeepSeek-V3, Kimi K2) declare an uneven
 pipeline layout in their recipes.
 """
 
@@ -25,6 +26,9 @@ from mbridge_launch.planner.memory import estimate_memory  # noqa: E402
 from mbridge_launch.planner.rules import Layout, check_layout, errors  # noqa: E402
 
 CSV_PATH = Path(__file__).resolve().parent / "data" / "perf_calibration.csv"
+# The rows are benchmark (perf) recipes, which reduce gradients in bf16
+# (ddp.grad_reduce_in_fp32=false): 2-byte gradient buffers instead of the library recipes' 4.
+GRAD_BYTES = 2.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,6 @@ def with_fitting_recompute(row: Row) -> Layout:
     """The published layout with the cheapest recompute our memory model lets fit."""
     for recompute in ("none", "selective", "full"):
         layout = replace(row.layout, recompute=recompute)
-        if estimate_memory(row.arch, layout, row.hw.hbm_gb, precision=row.precision).fits:
+        if estimate_memory(row.arch, layout, row.hw.hbm_gb, precision=row.precision, grad_bytes=GRAD_BYTES).fits:
             return layout
     return replace(row.layout, recompute="full")

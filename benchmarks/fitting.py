@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from calibration_rows import Row, with_fitting_recompute
+from calibration_rows import GRAD_BYTES, Row, with_fitting_recompute
 
 from mbridge_launch.planner.throughput import CAL, Calibration, estimate_step
 
@@ -58,7 +58,7 @@ PRIORS: dict[str, tuple[float, float]] = {
     "gemm_eff.nvfp4": (0.50, 0.3), "attn_eff": (0.45, 0.3), "exp_share": (0.3, 0.7),
     "moe_eff": (0.6, 0.4), "moe_lowp_gain": (1.4, 0.3), "moe_half_tokens": (1500.0, 0.7),
     "elementwise": (1.5, 0.5), "generation.hopper": (1.0, 0.1), "generation.blackwell_ultra": (1.1, 0.1),
-    "layer_latency_s": (1.5e-4, 0.4), "moe_sync_s": (5e-4, 0.7), "tp_exposed": (0.3, 0.7),
+    "layer_latency_s": (1e-4, 0.3), "moe_sync_s": (1e-3, 1.0), "tp_exposed": (0.3, 0.7),
     "cp_exposed": (0.3, 0.7), "ep_exposed": (0.4, 0.7), "dp_exposed": (0.2, 1.0),
     "fsdp_exposed": (0.3, 0.7), "p2p_latency_s": (5e-5, 1.0),
 }
@@ -102,7 +102,7 @@ def prepared(rows: Sequence[Row]) -> list[tuple[Row, object]]:
 
 def predict(row: Row, layout, cal: Calibration) -> float:
     est = estimate_step(row.arch, row.hw, layout, row.precision, mtp_layers=row.mtp_layers,
-                        moe_token_drop=row.token_drop, cal=cal)
+                        moe_token_drop=row.token_drop, cal=cal, grad_bytes=GRAD_BYTES)
     return est.tokens_per_sec_per_gpu
 
 
@@ -191,7 +191,7 @@ def _grid_key(L) -> tuple:
 
 
 def rank_problems(rows: Sequence[Row]) -> list[RankProblem]:
-    from mbridge_launch.planner.search import feasible_grids, grid_variants
+    from mbridge_launch.planner.search import Options, feasible_grids, grid_variants
 
     problems: dict[tuple, RankProblem] = {}
     for row in rows:
@@ -204,8 +204,10 @@ def rank_problems(rows: Sequence[Row]) -> list[RankProblem]:
             problems[key].weight += 1
             continue
         variants: dict = {}
-        for grid in feasible_grids(row.arch, row.hw, L.world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision):
-            found = [layout for layout, _ in grid_variants(row.arch, row.hw, grid, row.precision, "pretrain")]
+        opts = Options(grad_bytes=GRAD_BYTES)
+        for grid in feasible_grids(row.arch, row.hw, L.world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
+                                   options=opts):
+            found = [layout for layout, _ in grid_variants(row.arch, row.hw, grid, row.precision, "pretrain", opts)]
             if found:
                 variants[_grid_key(grid)] = found
         problems[key] = RankProblem(row, (L.tp, L.pp, L.cp, L.ep), 1, variants)
@@ -216,7 +218,8 @@ def _model_for(p: RankProblem, cal: Calibration):
     from mbridge_launch.planner.throughput import step_model
 
     r = p.row
-    return step_model(r.arch, r.hw, r.precision, mtp_layers=r.mtp_layers, moe_token_drop=r.token_drop, cal=cal)
+    return step_model(r.arch, r.hw, r.precision, mtp_layers=r.mtp_layers, moe_token_drop=r.token_drop, cal=cal,
+                      grad_bytes=GRAD_BYTES)
 
 
 def refresh_shortlists(problems: list[RankProblem], cal: Calibration) -> None:
@@ -257,7 +260,7 @@ def fit_ranked(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, i
     """Fit on the regression loss plus the ranking term (shortlists refreshed every round)."""
     items = prepared(rows)
     problems = rank_problems(rows) if problems is None else problems
-    x = to_vector(start)
+    x = to_vector(fit(rows, start=start, rounds=2, iters=iters))  # regression alone first: cheap
     for r in range(rounds):
         refresh_shortlists(problems, from_vector(x))
         x, _ = nelder_mead(lambda v: loss(items, from_vector(v)) + RANK_WEIGHT * rank_loss(problems, from_vector(v)),

@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default="bf16", help="bf16, fp8cs, fp8mx, fp8sc, fp8ds, nvfp4 (default bf16)")
     parser.add_argument("--goal", default="pretrain", help="pretrain, sft, lora, dora (peft = lora)")
     parser.add_argument("--fsdp", action="store_true", help="Megatron-FSDP instead of the distributed optimizer")
+    parser.add_argument("--bf16-grads", action="store_true",
+                        help="gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false, as benchmark recipes run)")
     parser.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     parser.add_argument("--cp-comm-type", choices=("p2p", "a2a", "a2a+p2p", "allgather"))
     parser.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off (on by default when TP > 1)")
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.i18n import t
     from mbridge_launch.output import print_json
     from mbridge_launch.planner import inputs, report
-    from mbridge_launch.planner.memory import HEADROOM
+    from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES, HEADROOM
     from mbridge_launch.planner.rules import Layout, check_layout
     from mbridge_launch.planner.search import estimate_layout
 
@@ -73,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("planner.broken_rule", code=broken[0].code,
                         message="; ".join(f"{v.message()}" + (f" [{v.code}]" if i else "") for i, v in enumerate(broken)))
     cand = estimate_layout(layout, got.arch, hw, precision=got.precision, goal=got.goal,
-                           mtp_layers=args.mtp_layers, moe_token_drop=args.moe_token_drop)
+                           mtp_layers=args.mtp_layers, moe_token_drop=args.moe_token_drop,
+                           grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES)
     warnings = [{"code": v.code, "message": v.message()} for v in violations]
     if not cand.fits:
         warnings.append({"code": "RULE_MEMORY", "message": t("planner.estimate_oom", total=cand.memory_total_gb,

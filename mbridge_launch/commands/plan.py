@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens", type=float, help="token budget: report wall-clock hours and GPU-hours")
     parser.add_argument("--recompute", choices=("none", "selective", "full"), help="only this recompute level")
     parser.add_argument("--fsdp", action="store_true", help="only Megatron-FSDP layouts")
+    parser.add_argument("--bf16-grads", action="store_true",
+                        help="gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false, as benchmark recipes run)")
     parser.add_argument("--hf-config", help="a local Hugging Face config.json (or checkpoint directory)")
     parser.add_argument("-o", "--output", help="write the best layout into a Plan YAML file")
     parser.add_argument("--name", help="run name for the Plan written with -o")
@@ -34,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.i18n import t
     from mbridge_launch.output import print_json
     from mbridge_launch.planner import inputs, report
+    from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES
     from mbridge_launch.planner.search import Options, search
 
     gpus = inputs.positive("--gpus", args.gpus)
@@ -44,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     defaults = inputs.recipe_defaults(got.model, got.goal) if not (args.gbs and args.seq_length) else {}
     seq = args.seq_length or defaults.get("seq_length", 4096)
     gbs = args.gbs or defaults.get("gbs") or inputs.default_gbs(gpus)
-    options = Options(recompute=args.recompute, fsdp=True if args.fsdp else None)
+    options = Options(recompute=args.recompute, fsdp=True if args.fsdp else None,
+                      grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES)
     result = search(got.arch, got.hardware, gpus, gbs=gbs, seq_length=seq, precision=got.precision,
                     goal=got.goal, options=options, top=args.top)
     hw = got.hardware

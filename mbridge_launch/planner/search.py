@@ -106,6 +106,7 @@ class Options:
     ep: int | None = None
     mtp_layers: int | None = None
     moe_token_drop: bool = False
+    grad_bytes: float = 4.0  # 2.0: gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false)
 
 
 def _reject(result: SearchResult, code: str, example: str, violation: Violation | None = None) -> None:
@@ -195,7 +196,8 @@ def search(
     """Rank the layouts of `arch` on `gpus` GPUs of `hw`. With `top`, grids whose optimistic
     bound cannot reach the top-K are skipped (branch and bound): same answer, less work."""
     result = SearchResult(candidates=[])
-    model = step_model(arch, hw, precision, goal, mtp_layers=options.mtp_layers, moe_token_drop=options.moe_token_drop)
+    model = step_model(arch, hw, precision, goal, mtp_layers=options.mtp_layers, moe_token_drop=options.moe_token_drop,
+                       grad_bytes=options.grad_bytes)
     limit = HEADROOM * hw.hbm_gb
     pending: list[tuple[float, Layout]] = []
     for tp, pp, cp, ep, etp in _grids(arch, hw, gpus, seq_length, options):
@@ -221,7 +223,7 @@ def search(
                 _reject(result, "RULE_FSDP_PP", _grid_label(tp, pp, cp, ep, etp, True))
                 continue
             grid = evolve(base, fsdp=fsdp)
-            if static_memory(arch, grid, precision=precision, goal=goal) > limit:
+            if static_memory(arch, grid, precision=precision, goal=goal, grad_bytes=options.grad_bytes) > limit:
                 _reject(result, "RULE_MEMORY", _grid_label(tp, pp, cp, ep, etp, fsdp))
                 continue
             bound = model.bound(evolve(grid, mbs=max(mbs_ok)))  # grows with the micro-batch
@@ -280,7 +282,7 @@ def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, g
             layout = evolve(grid, mbs=mbs, vp=vp, uneven_pp=arch.num_layers % (grid.pp * (vp or 1)) != 0)
             for recompute in recomputes:
                 trial = evolve(layout, recompute=recompute)
-                memory = estimate_memory(arch, trial, hw.hbm_gb, precision=precision, goal=goal)
+                memory = estimate_memory(arch, trial, hw.hbm_gb, precision=precision, goal=goal, grad_bytes=opts.grad_bytes)
                 if result is not None:
                     result.evaluated += 1
                 if memory.fits:
@@ -308,7 +310,7 @@ def feasible_grids(arch: ModelArch, hw: Hardware, gpus: int, *, gbs: int, seq_le
             continue
         for fsdp in _fsdp_choices(arch, pp, options, precision):
             grid = evolve(base, fsdp=fsdp)
-            if static_memory(arch, grid, precision=precision, goal=goal) <= limit:
+            if static_memory(arch, grid, precision=precision, goal=goal, grad_bytes=options.grad_bytes) <= limit:
                 grids.append(grid)
     return grids
 
@@ -349,6 +351,7 @@ def estimate_layout(
     goal: str = "pretrain",
     mtp_layers: int | None = None,
     moe_token_drop: bool = False,
+    grad_bytes: float = 4.0,
 ) -> Candidate | None:
     """Memory breakdown and step estimate of one given layout (rules are the caller's business:
     see rules.check_layout). `.fits` says whether it fits in HBM with the headroom. Returns None
@@ -357,6 +360,7 @@ def estimate_layout(
         return None
     if layout.world is None:
         layout = evolve(layout, world=layout.tp * layout.pp * layout.cp)
-    memory = estimate_memory(arch, layout, hardware.hbm_gb, precision=precision, goal=goal)
-    step = estimate_step(arch, hardware, layout, precision, goal, mtp_layers=mtp_layers, moe_token_drop=moe_token_drop)
+    memory = estimate_memory(arch, layout, hardware.hbm_gb, precision=precision, goal=goal, grad_bytes=grad_bytes)
+    step = estimate_step(arch, hardware, layout, precision, goal, mtp_layers=mtp_layers, moe_token_drop=moe_token_drop,
+                         grad_bytes=grad_bytes)
     return Candidate(layout, memory, step, ("uneven_pp",) if layout.uneven_pp else ())

@@ -50,6 +50,14 @@ class PreflightContext:
     progress_stream: Any = None  # where a progress bar may draw (a TTY), or None
     _cache: dict[str, Any] = field(default_factory=dict)
 
+    def override(self, key: str) -> str | None:
+        """The value of the plan's last override of `key` (`+key=` counts), or None."""
+        value = None
+        for item in self.plan.overrides:
+            if item.key.lstrip("+") == key:
+                value = item.value
+        return value
+
     def lookup(self, name: str, build: Callable[[], Any]) -> Lookup:
         """Run `build` once per run; an exception (module missing, unknown name) becomes a reason."""
         cached = self._cache.get(name, _MISSING)
@@ -83,7 +91,11 @@ class PreflightContext:
         def build() -> Any:
             from mbridge_launch.catalog import load_catalog
 
-            return load_catalog(version=self.plan.catalog.version).get(self.plan.recipe.name, kind=self.plan.recipe.kind)
+            catalog = load_catalog(version=self.plan.catalog.version)
+            # ten benchmark functions share a library recipe's name: the plan's kind decides; a
+            # plan whose kind matches no recipe of that name gets the other one (a kind mismatch)
+            name = self.plan.recipe.name
+            return catalog.get(name, kind=self.plan.recipe.kind) or catalog.get(name)
 
         return self.lookup("recipe", build)
 

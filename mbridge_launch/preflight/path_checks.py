@@ -85,13 +85,6 @@ def check_mounts(ctx: PreflightContext) -> list[Check]:
 
 
 # ---------------------------------------------------------------------- checkpoints
-def _override(ctx: PreflightContext, key: str) -> str | None:
-    value = None
-    for override in ctx.plan.overrides:
-        if override.key.lstrip("+") == key:
-            value = override.value
-    return value
-
 
 def _storage_check(ctx: PreflightContext, code_prefix: str, path: Path, what: str) -> list[Check]:
     """node-local storage: an error for multi-node jobs (each node would see its own copy), a
@@ -119,12 +112,12 @@ def checkpoint_bytes(ctx: PreflightContext) -> int | None:
         params = int(arch.value.total_params)
     except Exception:  # noqa: BLE001 - an incomplete architecture has no parameter count
         return None
-    save_optim = (_override(ctx, "checkpoint.save_optim") or "true").strip().lower() not in _FALSE
+    save_optim = (ctx.override("checkpoint.save_optim") or "true").strip().lower() not in _FALSE
     return params * (BYTES_PER_PARAM_WITH_OPTIMIZER if save_optim else BYTES_PER_PARAM_WEIGHTS)
 
 
 def check_save_dir(ctx: PreflightContext) -> list[Check]:
-    save_text = ctx.plan.checkpoint.save or _override(ctx, "checkpoint.save")
+    save_text = ctx.plan.checkpoint.save or ctx.override("checkpoint.save")
     if not save_text:
         return [Check("path.save_unset", "warning", {})]
     save = ctx.resolve_path(save_text)
@@ -152,7 +145,7 @@ def _free_space(ctx: PreflightContext, save: Path) -> list[Check]:
 def _resume(ctx: PreflightContext, save: Path) -> list[Check]:
     if not save.is_dir():
         return []
-    step = _override(ctx, "checkpoint.ckpt_step")
+    step = ctx.override("checkpoint.ckpt_step")
     load = ctx.plan.checkpoint.load
     try:
         from mbridge_launch.checkpoints import iter_dirs, resolve_resume
@@ -179,7 +172,7 @@ def _resume_fallback(save: Path) -> list[Check]:
 
 def check_load_paths(ctx: PreflightContext) -> list[Check]:
     checks: list[Check] = []
-    pretrained = ctx.plan.checkpoint.pretrained_checkpoint or _override(ctx, "checkpoint.pretrained_checkpoint")
+    pretrained = ctx.plan.checkpoint.pretrained_checkpoint or ctx.override("checkpoint.pretrained_checkpoint")
     if pretrained:
         path = ctx.resolve_path(pretrained)
         if not path.exists():

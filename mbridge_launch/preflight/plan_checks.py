@@ -30,13 +30,6 @@ def run_plan_checks(ctx: PreflightContext) -> list[Check]:
     return checks
 
 
-def _override(ctx: PreflightContext, key: str) -> str | None:
-    value = None
-    for override in ctx.plan.overrides:
-        if override.key.lstrip("+") == key:
-            value = override.value
-    return value
-
 
 def check_recorded_warnings(ctx: PreflightContext) -> list[Check]:
     """Warnings the recommender wrote into the Plan are shown again where they matter most."""
@@ -83,13 +76,13 @@ def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
     p, c = ctx.plan.parallelism, ctx.plan.cluster
     from mbridge_launch.preflight.path_checks import uses_packing
 
-    first = _override(ctx, "model.num_layers_in_first_pipeline_stage")
-    last = _override(ctx, "model.num_layers_in_last_pipeline_stage")
-    offload = (_override(ctx, "model.cpu_offloading") or "").lower() in _TRUE
+    first = ctx.override("model.num_layers_in_first_pipeline_stage")
+    last = ctx.override("model.num_layers_in_last_pipeline_stage")
+    offload = (ctx.override("model.cpu_offloading") or "").lower() in _TRUE
     values = {
         "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "sp": p.sp,
         "mbs": p.mbs, "gbs": p.gbs, "seq_length": p.seq_length, "world": c.total_gpus,
-        "fsdp": p.fsdp, "recompute": p.recompute, "cp_comm_type": _override(ctx, "model.cp_comm_type"),
+        "fsdp": p.fsdp, "recompute": p.recompute, "cp_comm_type": ctx.override("model.cp_comm_type"),
         "packing": uses_packing(ctx), "cpu_offload": offload, "gpus_per_node": c.gpus_per_node,
         "distributed_optimizer": p.distributed_optimizer,
         "uneven_pp": first is not None or last is not None,
