@@ -25,11 +25,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import GRAD_BYTES, Row, load_rows  # noqa: E402
-from fitting import fit, predict, prepared  # noqa: E402
+from fitting import fit_ranked, predict, prepared, rank_problems  # noqa: E402
 
 from mbridge_launch.planner.flops import flops_per_token  # noqa: E402
 from mbridge_launch.planner.search import Options, search  # noqa: E402
-from mbridge_launch.planner.throughput import CAL, estimate_step  # noqa: E402
+from mbridge_launch.planner.throughput import CAL, Calibration, estimate_step  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TOP = 10
@@ -82,13 +82,16 @@ def above_peak(items, cal) -> list[str]:
     return bad
 
 
-def leave_one_out(rows: list[Row], attr: str, iters: int) -> dict[str, list[float]]:
+def leave_one_out(rows: list[Row], attr: str, iters: int, problems: list) -> dict[str, list[float]]:
+    """Refit exactly as fit_constants.py does (from the physical defaults, regression + ranking
+    term) on every row except one system's or one model's, then predict the held-out rows."""
     groups = sorted({getattr(r, attr) for r in rows})
     out: dict[str, list[float]] = {}
     for g in groups:
         train = [r for r in rows if getattr(r, attr) != g]
         held = prepared([r for r in rows if getattr(r, attr) == g])
-        cal = fit(train, start=CAL, rounds=2, iters=iters)
+        train_problems = [p for p in problems if getattr(p.row, attr) != g]
+        cal = fit_ranked(train, start=Calibration(), rounds=2, iters=iters, problems=train_problems)
         out[g] = errors_with(held, cal)
         print(f"  held out {attr}={g}: {len(held)} rows, median |error| {pct(summary(out[g])['median'])}", flush=True)
     return out
@@ -127,7 +130,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip the leave-one-out refits")
     parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
-    parser.add_argument("--iters", type=int, default=1500, help="Nelder-Mead iterations per refit")
+    parser.add_argument("--iters", type=int, default=800, help="Nelder-Mead iterations per refit round")
     args = parser.parse_args()
     start = time.time()
     rows = load_rows()
@@ -148,10 +151,11 @@ def main() -> int:
 
     loso = lomo = None
     if not args.quick:
+        problems = rank_problems(rows)
         print("leave-one-system-out:", flush=True)
-        loso = leave_one_out(rows, "system", args.iters)
+        loso = leave_one_out(rows, "system", args.iters, problems)
         print("leave-one-model-out:", flush=True)
-        lomo = leave_one_out(rows, "model", args.iters)
+        lomo = leave_one_out(rows, "model", args.iters, problems)
 
     lines = ["# Planner benchmarks", "", "## Accuracy (`python benchmarks/accuracy.py`)", "",
              f"{len(rows)} published rows with a known architecture ({len(items)} with a measured tokens/s); "

@@ -1,5 +1,6 @@
-"""Fit the throughput model's constants on every published benchmark row and print them;
-with --write, store them in mbridge_launch/planner/throughput.py (between the FITTED markers).
+"""Fit the throughput model's constants on every published benchmark row (regression on tokens/s
+plus the ranking term: the published layout ahead of the alternatives) and print them; with
+--write, store them in mbridge_launch/planner/throughput.py (between the FITTED markers).
 
     python benchmarks/fit_constants.py [--write] [--iters N]
 """
@@ -16,7 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import ROOT, load_rows  # noqa: E402
-from fitting import fit, predict, prepared  # noqa: E402
+from fitting import fit_ranked, predict, prepared  # noqa: E402
+
+from mbridge_launch.planner.throughput import Calibration  # noqa: E402
 
 TARGET = ROOT / "mbridge_launch" / "planner" / "throughput.py"
 
@@ -28,7 +31,7 @@ def render(cal) -> str:
     gemm = ", ".join(f'"{k}": {num(v)}' for k, v in cal.gemm_eff.items())
     gen = ", ".join(f'"{k}": {num(v)}' for k, v in cal.generation.items())
     scalars = [f"    {name}={num(getattr(cal, name))}," for name in (
-        "attn_eff", "exp_share", "moe_eff", "moe_lowp_gain", "moe_half_tokens", "elementwise", "layer_latency_s",
+        "attn_eff", "attn_half_tokens", "exp_share", "moe_eff", "moe_lowp_gain", "moe_half_tokens", "elementwise", "layer_latency_s",
         "moe_sync_s", "tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "fsdp_exposed", "p2p_latency_s",
         "link_eff")]
     return "\n".join(["CAL = Calibration(", f"    gemm_eff={{{gemm}}},", *scalars, f"    generation={{{gen}}},", ")"])
@@ -37,11 +40,13 @@ def render(cal) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="write the constants into throughput.py")
-    parser.add_argument("--iters", type=int, default=3000)
+    parser.add_argument("--iters", type=int, default=800, help="Nelder-Mead iterations per round")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the ranking term")
     args = parser.parse_args()
     rows = load_rows()
     start = time.time()
-    cal = fit(rows, iters=args.iters)
+    # start from the physical defaults of Calibration (not from the committed constants)
+    cal = fit_ranked(rows, start=Calibration(), rounds=args.rounds, iters=args.iters)
     items = prepared(rows)
     errors = [abs(predict(r, L, cal) / r.tokens_per_sec - 1) for r, L in items]
     text = render(cal)

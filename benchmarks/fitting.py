@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 from calibration_rows import GRAD_BYTES, Row, with_fitting_recompute
 
+from mbridge_launch.planner.search import utility
 from mbridge_launch.planner.throughput import CAL, Calibration, estimate_step
 
 MAX_EFF = 0.95  # no efficiency may reach the peak
@@ -38,7 +39,7 @@ _FRAC = _bounded(1.0)
 
 PARAMS: list[tuple[str, tuple[Callable, Callable]]] = [
     ("gemm_eff.bf16", _EFF), ("gemm_eff.fp8", _EFF), ("gemm_eff.fp8mx", _EFF), ("gemm_eff.nvfp4", _EFF),
-    ("attn_eff", _EFF), ("exp_share", _FRAC), ("moe_eff", _EFF), ("moe_lowp_gain", _LOG),
+    ("attn_eff", _EFF), ("attn_half_tokens", _LOG), ("exp_share", _FRAC), ("moe_eff", _EFF), ("moe_lowp_gain", _LOG),
     ("moe_half_tokens", _LOG), ("elementwise", _LOG), ("generation.hopper", _LOG), ("generation.blackwell_ultra", _LOG),
     ("layer_latency_s", _LOG), ("moe_sync_s", _LOG),
     ("tp_exposed", _FRAC), ("cp_exposed", _FRAC), ("ep_exposed", _FRAC), ("dp_exposed", _FRAC),
@@ -55,7 +56,7 @@ _DICTS = ("gemm_eff", "generation")
 # tell two constants apart, which is what makes it generalise to unseen systems and models.
 PRIORS: dict[str, tuple[float, float]] = {
     "gemm_eff.bf16": (0.72, 0.2), "gemm_eff.fp8": (0.65, 0.2), "gemm_eff.fp8mx": (0.62, 0.2),
-    "gemm_eff.nvfp4": (0.50, 0.3), "attn_eff": (0.45, 0.3), "exp_share": (0.3, 0.7),
+    "gemm_eff.nvfp4": (0.50, 0.3), "attn_eff": (0.45, 0.3), "attn_half_tokens": (256.0, 0.7), "exp_share": (0.3, 0.7),
     "moe_eff": (0.6, 0.4), "moe_lowp_gain": (1.4, 0.3), "moe_half_tokens": (1500.0, 0.7),
     "elementwise": (1.5, 0.5), "generation.hopper": (1.0, 0.1), "generation.blackwell_ultra": (1.1, 0.1),
     "layer_latency_s": (1e-4, 0.3), "moe_sync_s": (1e-3, 1.0), "tp_exposed": (0.3, 0.7),
@@ -207,7 +208,8 @@ def rank_problems(rows: Sequence[Row]) -> list[RankProblem]:
         opts = Options(grad_bytes=GRAD_BYTES)
         for grid in feasible_grids(row.arch, row.hw, L.world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
                                    options=opts):
-            found = [layout for layout, _ in grid_variants(row.arch, row.hw, grid, row.precision, "pretrain", opts)]
+            found = [(layout, mem.total / row.hw.hbm_gb)
+                     for layout, mem in grid_variants(row.arch, row.hw, grid, row.precision, "pretrain", opts)]
             if found:
                 variants[_grid_key(grid)] = found
         problems[key] = RankProblem(row, (L.tp, L.pp, L.cp, L.ep), 1, variants)
@@ -233,7 +235,8 @@ def refresh_shortlists(problems: list[RankProblem], cal: Calibration) -> None:
             if key[:4] == p.target:
                 target.extend(layouts)
                 continue
-            speeds = sorted(((model.step(L).tokens_per_sec_per_gpu, i) for i, L in enumerate(layouts)), reverse=True)
+            speeds = sorted(((utility(model.step(L).tokens_per_sec_per_gpu, f), i) for i, (L, f) in enumerate(layouts)),
+                            reverse=True)
             scored.append((speeds[0][0], [layouts[i] for _, i in speeds[:2]]))
         scored.sort(key=lambda item: -item[0])
         p.shortlist = [target] + [layouts for _, layouts in scored[:SHORTLIST]]
@@ -245,10 +248,10 @@ def rank_loss(problems: list[RankProblem], cal: Calibration) -> float:
         if not p.shortlist or not p.shortlist[0]:
             continue
         model = _model_for(p, cal)
-        best = max(math.log(model.step(L).tokens_per_sec_per_gpu) for L in p.shortlist[0])
+        best = max(utility(model.step(L).tokens_per_sec_per_gpu, f) for L, f in p.shortlist[0])
         acc = 0.0
         for layouts in p.shortlist[1:]:
-            alt = max(math.log(model.step(L).tokens_per_sec_per_gpu) for L in layouts)
+            alt = max(utility(model.step(L).tokens_per_sec_per_gpu, f) for L, f in layouts)
             acc += math.exp(min((alt - best) / RANK_TAU, 50.0))
         total += p.weight * DELTA * RANK_TAU * math.log1p(acc)
         weight += p.weight

@@ -10,6 +10,7 @@ from mbridge_launch.cli import main
 from mbridge_launch.hardware import get_hardware
 from mbridge_launch.models import load_arch
 from mbridge_launch.planner.rules import Layout, check_layout
+from mbridge_launch.planner.search import utility
 
 CANDIDATE_KEYS = {"tp", "pp", "vp", "cp", "ep", "etp", "mbs", "gbs", "fsdp", "recompute", "memory_gb",
                   "tokens_per_sec_per_gpu", "model_tflops_per_gpu", "mfu", "step_time_s"}
@@ -40,8 +41,8 @@ def test_plan_json(capsys):
                         fsdp=cand["fsdp"], recompute=cand["recompute"], cp_comm_type=cand["cp_comm_type"],
                         uneven_pp=cand["uneven_pp"])
         assert not [v for v in check_layout(layout, arch, hw) if v.severity == "error"]
-        speeds.append(cand["tokens_per_sec_per_gpu"])
-    assert speeds == sorted(speeds, reverse=True)
+        speeds.append(utility(cand["tokens_per_sec_per_gpu"], cand["memory_gb"]["total"] / 80))
+    assert speeds == sorted(speeds, reverse=True)  # best utility first
     assert data["rejected"] and all({"code", "count", "example", "message"} <= set(r) for r in data["rejected"])
 
 

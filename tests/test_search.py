@@ -7,7 +7,7 @@ import pytest
 from mbridge_launch.hardware import get_hardware
 from mbridge_launch.models import load_arch
 from mbridge_launch.planner.rules import Layout, check_layout, evolve
-from mbridge_launch.planner.search import Options, best_layout, estimate_layout, search
+from mbridge_launch.planner.search import Options, best_layout, estimate_layout, search, utility
 from mbridge_launch.planner.throughput import estimate_step
 
 H100, GB200, B200 = get_hardware("h100"), get_hardware("gb200"), get_hardware("b200")
@@ -28,8 +28,9 @@ def test_every_candidate_passes_the_rules_and_fits(model, hw, gpus, gbs, seq, pr
     arch = load_arch(model)
     result = search(arch, hw, gpus, gbs=gbs, seq_length=seq, precision=precision, top=8)
     assert result.candidates
-    speeds = [c.tokens_per_sec_per_gpu for c in result.candidates]
-    assert speeds == sorted(speeds, reverse=True)
+    # ranked by utility: predicted speed, minus a small charge above 85% of HBM
+    scores = [utility(c.tokens_per_sec_per_gpu, c.memory_total_gb / hw.hbm_gb) for c in result.candidates]
+    assert scores == sorted(scores, reverse=True)
     grids = [c.grid for c in result.candidates]
     assert len(grids) == len(set(grids))  # one entry per grid, its best micro-batch/VP/recompute
     for c in result.candidates:
@@ -122,3 +123,8 @@ def test_search_cost_grows_with_divisors_not_gpus():
     small = search(arch, hw, 1024, gbs=1024, seq_length=4096, precision="fp8mx", top=5)  # 11 divisors
     large = search(arch, hw, 16384, gbs=16384, seq_length=4096, precision="fp8mx", top=5)  # 15 divisors
     assert large.evaluated < 2 * small.evaluated
+
+
+def test_utility_charges_only_near_full_memory():
+    assert utility(1000.0, 0.5) == utility(1000.0, 0.85) > utility(1000.0, 0.95)
+    assert utility(1000.0, 0.95) == pytest.approx(utility(1000.0, 0.5) - 0.03)

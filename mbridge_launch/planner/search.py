@@ -14,6 +14,7 @@ small sets), so the work grows with the number of divisors, not with the GPU cou
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
@@ -141,7 +142,9 @@ def _grids(arch: ModelArch, hw: Hardware, gpus: int, seq: int, opts: Options) ->
     else:
         eps = [opts.ep or 1]
     for tp in tps:
-        etps = (1, tp) if (arch.is_moe and tp > 1) else (1,)
+        # expert TP = 1: Megatron's guidance for MoE (experts are split by EP; splitting their small
+        # GEMMs by TP as well costs more than it saves). The caller may still estimate ETP > 1.
+        etps = (1,)
         for pp in pps:
             for cp in cps:
                 if gpus % (tp * pp * cp):
@@ -234,14 +237,14 @@ def search(
     leaders: list[float] = []  # min-heap of the best `top` speeds so far
     skipped = 0
     for bound, grid in pending:
-        if top and len(leaders) >= top and bound < leaders[0]:
+        if top and len(leaders) >= top and math.log(bound) < leaders[0]:
             skipped += 1
             continue
         found = _best_inner(arch, hw, model, grid, precision, goal, options, result)
         if found is not None:
             best_per_grid.append(found)
             if top:
-                heapq.heappush(leaders, found.step.tokens_per_sec_per_gpu)
+                heapq.heappush(leaders, -_rank_key(found)[0])
                 if len(leaders) > top:
                     heapq.heappop(leaders)
     if skipped:
@@ -251,10 +254,22 @@ def search(
     return result
 
 
+# Ranking utility: predicted speed, minus a small charge for running close to the memory limit
+# (allocator fragmentation, dropless-MoE imbalance and version drift make near-full layouts
+# fragile): above MEMORY_COMFORT of HBM, each 10% of HBM costs MEMORY_PRESSURE/10 in log speed.
+MEMORY_COMFORT = 0.85
+MEMORY_PRESSURE = 0.3
+
+
+def utility(tokens_per_sec: float, memory_fraction: float) -> float:
+    return math.log(tokens_per_sec) - MEMORY_PRESSURE * max(0.0, memory_fraction - MEMORY_COMFORT)
+
+
 def _rank_key(c: Candidate) -> tuple:
     L = c.layout
-    # faster first; among equals, the simpler layout (less model parallelism, no FSDP)
-    return (-round(c.step.tokens_per_sec_per_gpu, 6), L.tp * L.pp * L.cp, L.ep, L.fsdp, L.vp_size, L.mbs)
+    frac = c.memory.total / c.memory.hbm_gb if c.memory.hbm_gb else 0.0
+    # best utility first; among equals, the simpler layout (less model parallelism, no FSDP)
+    return (-round(utility(c.step.tokens_per_sec_per_gpu, frac), 9), L.tp * L.pp * L.cp, L.ep, L.fsdp, L.vp_size, L.mbs)
 
 
 def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: str, goal: str,

@@ -35,6 +35,7 @@ class Calibration:
 
     gemm_eff: dict = field(default_factory=lambda: {"bf16": 0.62, "fp8": 0.50, "fp8mx": 0.47, "nvfp4": 0.30}, hash=False)
     attn_eff: float = 0.42
+    attn_half_tokens: float = 256.0  # query tokens per attention chunk at which efficiency halves
     exp_share: float = 0.35
     moe_eff: float = 0.6  # grouped-GEMM efficiency of the bf16 peak, large expert batches
     moe_lowp_gain: float = 1.3  # speed-up of FP8/FP4 grouped GEMMs over bf16 ones
@@ -226,7 +227,9 @@ class _StepModel:
         per_tok_gemm = (fl.gemm - fl.logits) * recompute_factor + fl.logits
         scale = tokens_mb / split
         t_gemm = (per_tok_gemm + fl.mamba * recompute_factor) * scale / gemm_rate
-        t_attn = fl.attn_core * recompute_factor * scale / self.attn_rate
+        # flash attention loses efficiency on short chunks: CP splits each sequence into 2 x CP
+        chunk = seq / (2 * cp)
+        t_attn = fl.attn_core * recompute_factor * scale / self.attn_rate * (chunk + cal.attn_half_tokens) / chunk
         t_moe = fl.moe * recompute_factor * scale / moe_rate if fl.moe else 0.0
         # recompute repeats the forward's element-wise work and kernel launches as well
         t_elem = cal.elementwise * self.elem * scale / (hw.hbm_tbps * 1e12) * recompute_factor
