@@ -19,7 +19,6 @@ import argparse
 import statistics
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -174,7 +174,7 @@ def fit(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, iters: i
 # soft margin), which pins the constants that only matter for the layouts NOT chosen (latency
 # per micro-batch, exposed communication, FSDP), and which the regression alone cannot see.
 RANK_TAU = 0.03
-RANK_WEIGHT = 1.0
+RANK_WEIGHT = 0.5
 SHORTLIST = 12
 
 

@@ -10,7 +10,8 @@
 - `standin_trainer` (session): absolute Path of tests/standin_trainer.py;
   `standin_entry`: [sys.executable, that path] (a Plan's launch.entry).
 - `shared_dir` (function): a fresh directory every fake node sees, NOT under /tmp (preflight may
-  refuse /tmp for checkpoints): <repo>/.state/test-shared/<session>/<test>, or under
+  refuse /tmp for checkpoints): <repo>/.state/test-shared/<session>/<test> (or, when the checkout
+  itself is on node-local storage such as /tmp, /var/lib/mbridge-launch-tests/...), or under
   $MBL_SHARED_DIR.
 """
 
@@ -88,9 +89,24 @@ def _pid_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# Where the shared directory goes when the checkout itself sits on node-local storage (a clone
+# under /tmp, as CI may make): preflight would rightly refuse checkpoints there.
+FALLBACK_SHARED_BASE = Path("/var/lib/mbridge-launch-tests/test-shared")
+
+
+def _shared_base() -> Path:
+    if os.environ.get("MBL_SHARED_DIR"):
+        return Path(os.environ["MBL_SHARED_DIR"])
+    from mbridge_launch.preflight.storage import storage_kind
+
+    in_repo = REPO / ".state" / "test-shared"
+    kind, _ = storage_kind(in_repo, env={})
+    return FALLBACK_SHARED_BASE if kind == "node_local" else in_repo
+
+
 @pytest.fixture(scope="session")
 def _shared_root() -> Path:
-    base = Path(os.environ.get("MBL_SHARED_DIR") or REPO / ".state" / "test-shared")
+    base = _shared_base()
     base.mkdir(parents=True, exist_ok=True)
     for old in base.iterdir():  # earlier sessions' directories, once their process is gone
         pid = _pid_of(old.name)
