@@ -59,7 +59,7 @@ PRIORS: dict[str, tuple[float, float]] = {
     "gemm_eff.nvfp4": (0.50, 0.3), "attn_eff": (0.45, 0.3), "attn_half_tokens": (256.0, 0.7), "exp_share": (0.3, 0.7),
     "moe_eff": (0.6, 0.4), "moe_lowp_gain": (1.4, 0.3), "moe_half_tokens": (1500.0, 0.7),
     "elementwise": (1.5, 0.5), "generation.hopper": (1.0, 0.1), "generation.blackwell_ultra": (1.1, 0.1),
-    "layer_latency_s": (1e-4, 0.3), "moe_sync_s": (1e-3, 1.0), "tp_exposed": (0.3, 0.7),
+    "layer_latency_s": (1e-3, 1.0), "moe_sync_s": (5e-4, 1.0), "tp_exposed": (0.3, 0.7),
     "cp_exposed": (0.3, 0.7), "ep_exposed": (0.4, 0.7), "dp_exposed": (0.2, 1.0),
     "fsdp_exposed": (0.3, 0.7), "p2p_latency_s": (5e-5, 1.0),
 }
@@ -225,21 +225,22 @@ def _model_for(p: RankProblem, cal: Calibration):
 
 
 def refresh_shortlists(problems: list[RankProblem], cal: Calibration) -> None:
-    """Keep, per problem, the target grid's layouts and the best two layouts of the SHORTLIST
-    fastest other grids under `cal` (the others cannot move the soft maximum)."""
+    """Keep, per problem, the best three layouts of the published grid and the best two of the
+    SHORTLIST best other grids under `cal` (the others cannot move the soft maximum)."""
     for p in problems:
         model = _model_for(p, cal)
         scored = []
         target = []
         for key, layouts in p.variants.items():
-            if key[:4] == p.target:
-                target.extend(layouts)
-                continue
             speeds = sorted(((utility(model.step(L).tokens_per_sec_per_gpu, f), i) for i, (L, f) in enumerate(layouts)),
                             reverse=True)
+            if key[:4] == p.target:
+                target.extend((u, layouts[i]) for u, i in speeds[:3])
+                continue
             scored.append((speeds[0][0], [layouts[i] for _, i in speeds[:2]]))
         scored.sort(key=lambda item: -item[0])
-        p.shortlist = [target] + [layouts for _, layouts in scored[:SHORTLIST]]
+        target.sort(key=lambda item: -item[0])
+        p.shortlist = [[layout for _, layout in target[:3]]] + [layouts for _, layouts in scored[:SHORTLIST]]
 
 
 def rank_loss(problems: list[RankProblem], cal: Calibration) -> float:

@@ -341,6 +341,11 @@ def _make_plugin_class() -> type:
             if hasattr(executor, "setup_lines"):
                 executor.setup_lines = "\n".join(x for x in (executor.setup_lines, self.setup_lines) if x)
 
+    # NeMo-Run serializes an experiment's plugins by import path (fiddle): the class must be
+    # importable as mbridge_launch.executors.nemo_run.MBridgePlugin (the module __getattr__
+    # below), not as the local class of this factory
+    MBridgePlugin.__qualname__ = "MBridgePlugin"
+    MBridgePlugin.__module__ = __name__
     return MBridgePlugin
 
 

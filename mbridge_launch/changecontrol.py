@@ -35,7 +35,9 @@ _RULES: list[tuple[str, str, str]] = [
     (r"(ddp|dist|comm_overlap)\..*", EXECUTION, "change.reason.distributed"),
     (r"optimizer\.(use_distributed_optimizer|overlap_.*|use_precision_aware_optimizer)", EXECUTION, "change.reason.distributed"),
     (r"model\.(.*overlap.*|.*fusion.*|.*fused.*|cuda_graph.*|enable_cuda_graph|use_te_rng_tracker|moe_token_dispatcher_type|moe_grouped_gemm|moe_permute_fusion|moe_enable_deepep|moe_flex_dispatcher_backend|use_transformer_engine_op_fuser|external_cuda_graph)", EXECUTION, "change.reason.kernels"),
-    (r"(model|ddp)\.use_megatron_fsdp|checkpoint\.(?!pretrained_checkpoint).*", EXECUTION, "change.reason.io"),
+    # the TE RNG tracker is the same switch as model.use_te_rng_tracker (Bridge keeps both in sync)
+    (r"rng\.te_rng_tracker", EXECUTION, "change.reason.kernels"),
+    (r"(model|ddp|dist)\.use_megatron_fsdp|ddp\.data_parallel_sharding_strategy|checkpoint\.(?!pretrained_checkpoint).*", EXECUTION, "change.reason.io"),
     (r"(logger|profiling|ft|straggler|nvrx_straggler|inprocess_restart|tensor_inspect)\..*", EXECUTION, "change.reason.observability"),
     (r"train\.micro_batch_size", EXECUTION, "change.reason.mbs"),
     (r"train\.(eval_interval|eval_iters)", EXECUTION, "change.reason.eval"),

@@ -38,6 +38,13 @@ JOURNAL_NAME = "ROLLBACK.json"
 ITER_RE = re.compile(r"^iter_(\d{7,})$")
 
 
+def _reason(key: str, **params: Any) -> str:
+    """Why a resume would fail, in the user's language (shown by checkpoints, preflight, rollback)."""
+    from mbridge_launch.i18n import t
+
+    return t(f"ckpt.reason.{key}", **params)
+
+
 def iter_dirname(iteration: int) -> str:
     return f"iter_{iteration:07d}"
 
@@ -173,31 +180,31 @@ def resolve_resume(save_dir: Path, *, load: Optional[Path] = None, ckpt_step: Op
         info = inspect_iter_dir(Path(load)) if Path(load).is_dir() else None
         ok = bool(info and info.complete)
         return Resolution("load_iter_dir", parse_iter_dirname(Path(load).name), str(load), ok,
-                          "" if ok else "missing or incomplete")
+                          "" if ok else _reason("missing_or_incomplete"))
     base = Path(load) if load is not None else save_dir
     if ckpt_step is not None:
         return _resolved("ckpt_step", base, ckpt_step)
     trackers = read_trackers(base)
     if trackers.pt_present:
         if trackers.pt_iteration is None:
-            return Resolution(PT_TRACKER, None, None, False, "unreadable: matches no iteration's train_state.pt")
+            return Resolution(PT_TRACKER, None, None, False, _reason("pt_unknown"))
         return _resolved(PT_TRACKER, base, trackers.pt_iteration)
     if trackers.txt_raw is not None:
         if trackers.txt_iteration is None:
-            return Resolution(TXT_TRACKER, None, None, False, f"not an iteration: {trackers.txt_raw.strip()!r}")
+            return Resolution(TXT_TRACKER, None, None, False, _reason("not_an_iteration", value=repr(trackers.txt_raw.strip())))
         return _resolved(TXT_TRACKER, base, trackers.txt_iteration)
     # No tracker: Bridge starts from scratch (a fresh run), which is loadable only if nothing
     # was ever saved here (otherwise progress would be silently thrown away).
     has_iters = bool(iter_dirs(base))
-    return Resolution("none", None, None, not has_iters, "checkpoints exist but no tracker" if has_iters else "")
+    return Resolution("none", None, None, not has_iters, _reason("no_tracker") if has_iters else "")
 
 
 def _resolved(source: str, base: Path, iteration: int) -> Resolution:
     path = base / iter_dirname(iteration)
     if not path.is_dir():
-        return Resolution(source, iteration, str(path), False, "directory missing")
+        return Resolution(source, iteration, str(path), False, _reason("dir_missing"))
     info = inspect_iter_dir(path)
-    reason = "" if info.complete else "incomplete: missing " + ", ".join(info.missing)
+    reason = "" if info.complete else _reason("incomplete", files=", ".join(info.missing))
     return Resolution(source, iteration, str(path), info.complete, reason)
 
 

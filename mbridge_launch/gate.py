@@ -11,6 +11,10 @@ Resubmissions (`rollback --resubmit`, the watcher) go through `submit_gated` too
 the run they replace (`parent_run_id`); the convergence changes they add are recorded in the
 ledger's overrides table, and a preflight override of the parent is carried over with its reason.
 
+A plan with `auto_rollback.enabled` gets its watcher started as a dependent Slurm job right after
+the training job is accepted (watch_job.py; `--no-watcher` / GateOptions.watcher=False to skip, e.g.
+when a watcher already follows the run chain from a login node).
+
 Crash-safety tests set MBL_GATE_CRASH_AFTER=ledger|sbatch: the process then dies like `kill -9`
 right after the `submitting` row is written, or right after the scheduler accepted the job; the
 next command reconciles the row against Slurm (ledger_cli.open_ledger).
@@ -59,6 +63,8 @@ class GateOptions:
     # With `force`: the preflight error codes the reason was given for (None: any). A carried-over
     # override covers the parent's errors, not new ones.
     force_covers: Optional[frozenset[str]] = None
+    # Start the auto-rollback watcher job when the plan enables auto_rollback (watch_job.py).
+    watcher: bool = True
 
 
 @dataclass
@@ -67,6 +73,7 @@ class GateResult:
     job_ids: list[str]
     script_path: Optional[str]
     confirmation: str
+    watcher_job_id: Optional[str] = None
 
 
 def confirmation_threshold(value: Optional[float]) -> float:
@@ -169,7 +176,7 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
         workdir.mkdir(parents=True, exist_ok=True)
         script = _write_review_copy(plan, rendered, workdir)
         print(render_card(plan, executor=options.executor, script_path=str(script), report=report,
-                          parent_run_id=options.parent_run_id), file=out)
+                          parent_run_id=options.parent_run_id, watcher=options.watcher), file=out)
         method = confirm_submission(plan, options)
         changes = _convergence_changes(ledger, options.parent_run_id, plan)
 
@@ -191,7 +198,12 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             result = submit_plan(plan, options.executor, workdir, dry_run=False)
             _crash_point("sbatch")
             record = sub.done(result)
-        return GateResult(record.id, list(result.job_ids), str(result.script_path or script), method)
+        watcher_job = None
+        if plan.auto_rollback.enabled and options.watcher and record.job_ids:
+            from mbridge_launch.watch_job import submit_watcher_job
+
+            watcher_job = submit_watcher_job(ledger, record, out=out)
+        return GateResult(record.id, list(result.job_ids), str(result.script_path or script), method, watcher_job)
     finally:
         if options.ledger is None:
             ledger.close()
@@ -247,16 +259,18 @@ def resubmit_options(ledger: Any, run: Any, **changes: Any) -> GateOptions:
     return options
 
 
-def auto_resubmit(ledger: Any, run: Any, to_iter: int, trigger: Any) -> Any:
+def auto_resubmit(ledger: Any, run: Any, to_iter: int, trigger: Any, *, start_watcher: bool = False) -> Any:
     """The watcher's resubmission (a `watch.ResubmitHook`), through the gate: the plan with the
     trigger's batch skipped, non-interactive, confirmed by the plan's auto_rollback (recorded as
-    'auto-rollback' with the trigger); no duplicate check, the previous run was just cancelled."""
+    'auto-rollback' with the trigger); no duplicate check, the previous run was just cancelled.
+    `start_watcher`: a watcher job for the new run (the watcher that calls this is a job that
+    stops after one run); a watcher on a login node follows the new run itself."""
     from mbridge_launch.watch import auto_rollback_plan
 
     detail = {"reason": "plan.auto_rollback", "trigger": trigger.as_dict(), "to_iter": to_iter,
               "parent_run_id": run.id}
     options = resubmit_options(ledger, run, resubmit=True, confirmed_by=AUTO_ROLLBACK_METHOD,
-                               confirmation_detail=detail)
+                               confirmation_detail=detail, watcher=start_watcher)
     try:
         result = submit_gated(auto_rollback_plan(run, to_iter, trigger), options)
     except CheckFailed as exc:

@@ -219,6 +219,14 @@ class Ledger:
                 self._event(conn, run_id, kind, old, state, {**(detail or {}), "slurm_state": slurm_state})
         return self.get_run(run_id)
 
+    def set_watcher_job(self, run_id: int, job_id: str | None, detail: dict[str, Any] | None = None) -> RunRecord:
+        """Record (or, with None, clear) the auto-rollback watcher job of a run, with its event."""
+        with self.transaction() as conn:
+            self._state(conn, run_id)  # the run must exist
+            conn.execute("UPDATE runs SET watcher_job_id=?, updated_at=? WHERE id=?", (job_id, _now(), run_id))
+            self._event(conn, run_id, "watcher_job", None, None, {**(detail or {}), "job_id": job_id})
+        return self.get_run(run_id)
+
     def add_event(self, run_id: int | None, kind: str, detail: dict[str, Any] | None = None) -> None:
         with self.transaction() as conn:
             self._event(conn, run_id, kind, None, None, detail)

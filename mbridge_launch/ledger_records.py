@@ -48,6 +48,7 @@ class RunRecord:
     submitted_at: Optional[float]
     updated_at: float
     error: Optional[str]
+    watcher_job_id: Optional[str] = None  # schema v2: the auto-rollback watcher job, if one was started
 
     @property
     def active(self) -> bool:
@@ -60,7 +61,7 @@ class RunRecord:
             "executor": self.executor, "job_ids": self.job_ids, "plan_hash": self.plan_hash,
             "cluster": self.cluster, "save_dir": self.save_dir, "log_paths": self.log_paths,
             "created_at": self.created_at, "submitted_at": self.submitted_at,
-            "parent_run_id": self.parent_run_id, "error": self.error,
+            "parent_run_id": self.parent_run_id, "error": self.error, "watcher_job_id": self.watcher_job_id,
         }
 
     def plan(self):  # -> Plan

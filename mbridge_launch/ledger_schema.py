@@ -87,7 +87,13 @@ CREATE TABLE rollbacks (
 );
 """
 
-MIGRATIONS: list[str] = [_V1]
+# v2: the auto-rollback watcher job that follows a run (gate -> watch_job.submit_watcher_job), so that
+# `cancel` can stop it and `status` can show it. NULL for runs without one (all v1 rows).
+_V2 = """
+ALTER TABLE runs ADD COLUMN watcher_job_id TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

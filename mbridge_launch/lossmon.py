@@ -259,6 +259,11 @@ class LogFollower:
             self._handle.close()
         self._handle = None
 
+    def take_partial(self) -> str:
+        """The unfinished last line, given up on (the writer has ended)."""
+        partial, self._partial = self._partial, ""
+        return partial
+
     def follow(self, poll_s: float = 1.0, stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
         """Yield lines as they are written, until `stop()` is true (checked when idle); the lines
         written before `stop()` turned true are still yielded."""

@@ -18,14 +18,14 @@ def convergence_overrides(plan: Plan) -> list[Any]:
 
 
 def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = None,
-                parent_run_id: Optional[int] = None) -> str:
+                parent_run_id: Optional[int] = None, watcher: bool = True) -> str:
     p, c, e = plan.parallelism, plan.cluster, plan.estimates
     kind = t(f"card.kind.{plan.recipe.kind}")
     lines = [f"== {t('gate.card.title')} ({plan.name}, {plan.plan_hash()}) =="]
     if parent_run_id is not None:
         lines.append(t("gate.card.parent", id=parent_run_id, load=plan.checkpoint.load or "-"))
     lines.append(f"{t('card.recipe')}: {plan.recipe.name}  [{kind}]")
-    data = plan.dataset.selector + (f" ({len(plan.dataset.data_paths)} prefixes)" if plan.dataset.data_paths else "")
+    data = plan.dataset.selector + (t("gate.card.prefixes", count=len(plan.dataset.data_paths)) if plan.dataset.data_paths else "")
     lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {data}")
     lines.append(f"{t('card.layout')}: TP={p.tp} PP={p.pp} VP={p.vp or '-'} CP={p.cp} EP={p.ep} ETP={p.etp or '-'} "
                  f"DP={p.dp}  MBS={p.mbs} GBS={p.gbs} seq={p.seq_length}")
@@ -47,5 +47,11 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
     if warnings:
         lines.append(f"{t('card.warnings')}:")
         lines.extend(f"    ! {code}: {message}" for code, message in warnings)
+    ar = plan.auto_rollback
+    if ar.enabled:
+        spike = t("gate.card.auto_rollback_spike", factor=ar.spike_factor, window=ar.window) if ar.spike_factor else "-"
+        lines.append(t("gate.card.auto_rollback", nan=t("gate.card.yes") if ar.on_nan else t("gate.card.no"),
+                       spike=spike, max=ar.max_rollbacks))
+        lines.append("    " + (t("gate.card.watcher_job") if watcher else t("gate.card.watcher_none", name=plan.name)))
     lines.append(t("gate.card.script", executor=executor, path=script_path))
     return "\n".join(lines)

@@ -50,6 +50,7 @@ from mbridge_launch.checkpoints import (
     iter_dirs, read_journal, read_trackers, rolled_back_dirs,
 )
 from mbridge_launch.errors import CheckFailed, UserError
+from mbridge_launch.i18n import t
 from mbridge_launch.rollback_journal import (
     JOURNAL_FORMAT, LOCK_NAME, SaveDirLock, crash_point, file_sha, remove_stale_temp_files, rename_durably, restore_file,
     sha256, snapshot_file, unique_stamp, write_if_changed, write_journal,
@@ -93,7 +94,8 @@ def _describe_tracker(save_dir: Path) -> dict[str, Optional[str]]:
     trackers = read_trackers(save_dir)
     pt = None
     if trackers.pt_present:
-        pt = f"iteration {trackers.pt_iteration}" if trackers.pt_iteration is not None else "unknown"
+        pt = t("ckpt.reason.iteration", iteration=trackers.pt_iteration) if trackers.pt_iteration is not None \
+            else t("ckpt.tracker_unknown")
     return {PT_TRACKER: pt, TXT_TRACKER: trackers.txt_raw.strip() if trackers.txt_raw is not None else None}
 
 
@@ -145,7 +147,7 @@ def _plan(save: Path, to_iter: int, pending: Optional[list[str]] = None) -> Roll
     txt_ok = trackers.txt_raw is not None and trackers.txt_raw.strip() == str(to_iter)
     changes = {}
     if not pt_ok:
-        changes[PT_TRACKER] = (before[PT_TRACKER], f"iteration {to_iter}")
+        changes[PT_TRACKER] = (before[PT_TRACKER], t("ckpt.reason.iteration", iteration=to_iter))
     if not txt_ok:
         changes[TXT_TRACKER] = (before[TXT_TRACKER], str(to_iter))
     from_iter = trackers.pt_iteration if trackers.pt_present else trackers.txt_iteration

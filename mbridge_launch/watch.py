@@ -11,6 +11,12 @@ the bare ledger-and-scheduler step without the gate's preflight (for tests that 
 scheduler or plans that are not meant to pass preflight).
 
 One watcher per run chain: a lock file next to the ledger (`watch-<first run id>.lock`).
+
+The gate starts the watcher as a Slurm job of its own next to every run whose plan enables
+auto_rollback (watch_job.py says why a dependent job and not a step of the training job). That
+watcher (`follow_resubmissions=False`) handles one run: after resubmitting it stops, because the
+gate has started a new watcher job for the new run; it leaves a run that someone else cancelled
+alone (`act_on_cancelled=False`); a SIGTERM (its time limit) is deferred while it handles a trigger.
 """
 
 from __future__ import annotations
@@ -34,10 +40,16 @@ SKIP_KEY = "train.iterations_to_skip"
 SEED_KEY = "rng.seed"
 
 
+class Terminated(Exception):
+    """SIGTERM reached a watcher running as a Slurm job (its time limit, or a cancellation)."""
+
+
 @dataclass
 class WatchResult:
     run: L.RunRecord  # the last run watched
-    outcome: str  # finished, triggered (not acting), max_rollbacks, no_checkpoint, rolled_back (no resubmit)
+    # finished, triggered (not acting), max_rollbacks, no_checkpoint, rolled_back (no resubmit),
+    # resubmitted (not following the new run), cancelled (by someone else: left alone)
+    outcome: str
     trigger: Optional[Trigger] = None
     rollbacks: list[dict[str, Any]] = field(default_factory=list)
 
@@ -54,7 +66,8 @@ def auto_rollbacks_in_chain(ledger: L.Ledger, run: L.RunRecord) -> int:
 class Watcher:
     def __init__(self, ledger: L.Ledger, *, resubmit: Optional[ResubmitHook] = None, cancel=None, query=None,
                  act: bool = True, max_rollbacks: Optional[int] = None, poll_s: float = 1.0,
-                 refresh_s: float = 5.0, cancel_timeout_s: float = 300.0, say: Callable[[str], None] = _say) -> None:
+                 refresh_s: float = 5.0, cancel_timeout_s: float = 300.0, say: Callable[[str], None] = _say,
+                 follow_resubmissions: bool = True, act_on_cancelled: bool = True, lock_wait_s: float = 0.0) -> None:
         from mbridge_launch.ledger_cli import executor_cancel
 
         self.ledger = ledger
@@ -67,18 +80,36 @@ class Watcher:
         self.refresh_s = refresh_s
         self.cancel_timeout_s = cancel_timeout_s
         self.say = say
+        self.follow_resubmissions = follow_resubmissions
+        self.act_on_cancelled = act_on_cancelled
+        self.lock_wait_s = lock_wait_s
+        # While a trigger is handled (cancel, rollback, resubmit) a SIGTERM only sets term_pending:
+        # stopping half-way would leave a cancelled run without its rollback or resubmission.
+        self.critical = False
+        self.term_pending = False
+
+    def on_sigterm(self, signum: int = 15, frame: Any = None) -> None:
+        """A signal handler for watchers running as Slurm jobs (see watch_job.py)."""
+        if self.critical:
+            self.term_pending = True
+        else:
+            raise Terminated()
 
     # ------------------------------------------------------------------ the loop
     def watch(self, run: L.RunRecord) -> WatchResult:
         root = self.ledger.run_chain(run.id)[0].id
-        with _exclusive(self.ledger.path.parent / f"watch-{root}.lock", run.name):
+        with _exclusive(self.ledger.path.parent / f"watch-{root}.lock", run.name, wait_s=self.lock_wait_s):
             rollbacks: list[dict[str, Any]] = []
             while True:
                 result = self._watch_one(run)
                 result.rollbacks = rollbacks
                 if result.trigger is None or not self.act:
                     return result
-                outcome = self._handle(result.run, result.trigger)
+                self.critical = True
+                try:
+                    outcome = self._handle(result.run, result.trigger)
+                finally:
+                    self.critical = False
                 if isinstance(outcome, WatchResult):
                     outcome.rollbacks = rollbacks
                     return outcome
@@ -86,6 +117,8 @@ class Watcher:
                 run = outcome["next_run"]
                 if run is None:
                     return WatchResult(result.run, "rolled_back", result.trigger, rollbacks)
+                if not self.follow_resubmissions or self.term_pending:
+                    return WatchResult(run, "resubmitted", result.trigger, rollbacks)
 
     def _watch_one(self, run: L.RunRecord) -> WatchResult:
         """Follow every log of `run` until a trigger, or until the run has ended and its logs are read."""
@@ -129,7 +162,14 @@ class Watcher:
         from mbridge_launch.ledger_cli import cancel_and_wait
         from mbridge_launch.rollback import rollback
 
+        from mbridge_launch.ledger_cli import refresh
+
         limit = self.max_rollbacks if self.max_rollbacks is not None else run.plan().auto_rollback.max_rollbacks
+        if not self.act_on_cancelled:
+            run = refresh(self.ledger, [self.ledger.get_run(run.id)], self.query)[0]
+            if run.state == L.CANCELLED:  # not by this watcher: it has not cancelled anything yet
+                self.say(t("watch.cancelled_by_someone", run=run.name, iteration=trigger.iteration))
+                return WatchResult(run, "cancelled", trigger)
         if run.active:
             run = cancel_and_wait(self.ledger, run, cancel=self.cancel, query=self.query,
                                   timeout_s=self.cancel_timeout_s, poll_s=min(2.0, self.poll_s * 2))
@@ -158,20 +198,25 @@ class Watcher:
 
 
 class _exclusive:
-    """A non-blocking flock: a second watcher of the same run chain is refused."""
+    """A flock: a second watcher of the same run chain is refused, at once or after `wait_s`
+    (a watcher job may start while the one that resubmitted its run is still exiting)."""
 
-    def __init__(self, path: Path, run_name: str) -> None:
-        self.path, self.run_name, self.fd = path, run_name, None
+    def __init__(self, path: Path, run_name: str, wait_s: float = 0.0) -> None:
+        self.path, self.run_name, self.fd, self.wait_s = path, run_name, None, wait_s
 
     def __enter__(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self.fd)
-            raise CheckFailed("watch.already_watching", run=self.run_name) from None
-        return self
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError:
+                if time.monotonic() >= deadline:
+                    os.close(self.fd)
+                    raise CheckFailed("watch.already_watching", run=self.run_name) from None
+                time.sleep(0.5)
 
     def __exit__(self, *exc: object) -> None:
         os.close(self.fd)

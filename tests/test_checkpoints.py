@@ -185,3 +185,35 @@ def test_checkpoints_command_json_and_text(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", "no-such-run"],
                          capture_output=True, text=True, env=env, cwd=ROOT)
     assert bad.returncode == 2 and "no-such-run" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_checkpoints_of_a_recorded_run_show_the_loss_from_its_logs(tmp_path):
+    """`checkpoints RUN` reads the losses from the run's own logs (and its parents' after a
+    rollback and resubmission: the newest timeline wins), without --log."""
+    from mbridge_launch import ledger as L
+
+    save = make_save_dir(tmp_path)  # iterations 100, 200, 300
+    first, second = tmp_path / "job-1.out", tmp_path / "job-2.out"
+    first.write_text("".join(log_line(i, f"{10 - i / 100:.6E}") for i in range(50, 301, 50)))
+    second.write_text(" loading checkpoint from x at iteration 200\n" + log_line(250, "6.5E+00") + log_line(300, "6.0E+00"))
+    db = tmp_path / "l.db"
+    with L.Ledger.open(db) as ledger:
+        parent = ledger.begin_submission(name="lossy", plan_hash="h", plan_yaml="name: lossy\n", executor="no-such",
+                                         save_dir=str(save))
+        ledger.mark_submitted(parent.id, ["1"], log_paths=[str(first)])
+        ledger.set_state(parent.id, L.CANCELLED)
+        child = ledger.begin_submission(name="lossy", plan_hash="h2", plan_yaml="name: lossy\n", executor="no-such",
+                                        save_dir=str(save), parent_run_id=parent.id)
+        ledger.mark_submitted(child.id, ["2"], log_paths=[str(second)])
+        ledger.set_state(child.id, L.COMPLETED)
+    env = {**os.environ, "MBRIDGE_LAUNCH_LANG": "en"}
+    out = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", "lossy", "--ledger", str(db),
+                          "--format", "json"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    losses = {c["iteration"]: (c["loss"], c["loss_iteration"]) for c in json.loads(out.stdout)["checkpoints"]}
+    assert losses[100] == (pytest.approx(9.0), 100) and losses[200] == (pytest.approx(8.0), 200)
+    assert losses[300] == (pytest.approx(6.0), 300)  # the resubmitted timeline, not the first one's 7.0
+    text = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", "lossy", "--ledger", str(db)],
+                          capture_output=True, text=True, env=env, cwd=ROOT)
+    row = next(line for line in text.stdout.splitlines() if line.strip().startswith("300 "))
+    assert row.rstrip().endswith("6.0000"), text.stdout

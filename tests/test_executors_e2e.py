@@ -123,3 +123,30 @@ def test_missing_gpu_fails_in_the_node_check(slurm_cluster, slurm_env, standin_e
     assert "node check h100-1: expected 8 x h100 GPUs, found 7 x NVIDIA H100 80GB HBM3 (nvidia-smi)" in logs
     assert "the trainer was not started" in logs
     assert not report.exists() or not any(report.iterdir())
+
+
+STANDIN_TORCH = Path(__file__).resolve().parent / "standin_torch"
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_single_node_torchrun_shape_runs(executor, slurm_cluster, slurm_env, standin_entry, shared_dir, monkeypatch):
+    """launch.shape torchrun on one node: one Slurm task starts torchrun (the stand-in in
+    tests/standin_torch, as torch is not installed here), which starts 8 ranks with torchrun's
+    variables; they train, checkpoint and finish COMPLETED."""
+    report = shared_dir / "report"
+    monkeypatch.setenv("MBL_STANDIN_REPORT_DIR", str(report))
+    monkeypatch.setenv("PYTHONPATH", str(STANDIN_TORCH))
+    plan = pf.with_changes(cluster_plan(shared_dir, standin_entry, env=("PYTHONPATH",)),
+                           cluster={"nodes": 1}, launch={"shape": "torchrun"}, parallelism={"dp": 8})
+    rendered = submit_plan(plan, executor, shared_dir / "render", dry_run=True)
+    assert "torch.distributed.run --standalone --nproc_per_node=8" in rendered.text
+    job_id = submit_plan(plan, executor, shared_dir / "work").job_ids[0]
+    assert slurm_cluster.wait(job_id, timeout=150) == "COMPLETED", _all_logs(shared_dir)[-3000:]
+    records = [json.loads(p.read_text()) for p in sorted(report.glob("rank-*.json"))]
+    assert sorted(r["rank"] for r in records) == list(range(8))
+    for r in records:
+        assert r["dist"]["source"] == "torchrun" and r["dist"]["world_size"] == 8
+        assert r["env"]["SLURM_NTASKS"] == "1" and r["env"]["SLURM_JOB_ID"] == job_id  # one task: torchrun
+        assert r["status"] == "completed"
+    assert (shared_dir / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+    assert "node check h100-1: 8 x h100 GPUs" in _all_logs(shared_dir)

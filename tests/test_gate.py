@@ -172,6 +172,32 @@ def test_no_terminal_refuses_and_yes_needs_no_terminal():
     assert not ask.prompts
 
 
+def test_plan_card_shows_everything_the_issue_lists():
+    """recipe and kind, dataset, layout, nodes x GPUs and type, partition, time limit, step time and
+    tokens/s, GPU-hours at the time limit, convergence overrides, warnings, the exact script."""
+    from mbridge_launch.i18n import set_lang
+    from mbridge_launch.plan_card import render_card
+    from mbridge_launch.preflight.model import Check, Report
+    from plan_fixtures import with_changes
+
+    plan = with_changes(single_node_h100(), estimates={"step_time_s": 2.5, "tokens_per_sec_per_gpu": 4096.0},
+                        top={"warnings": [{"code": "recommend.small_gbs", "message": "global batch is small"}]})
+    report = Report([Check("path.save_maybe_local", "warning", text="checkpoints on local disk (fake)")])
+    set_lang("en")
+    try:
+        card = render_card(plan, executor="sbatch", script_path="/w/llama3-8b-sft.sbatch", report=report)
+    finally:
+        set_lang(None)
+    for expected in ("llama3_8b_sft_8gpu_h100_bf16_config", "library recipe", "squad", "TP=1 PP=1", "DP=8",
+                     "1 node(s) x 8 H100", "partition h100", "account llm", "time limit 02:00:00",
+                     "2.50 s per step", "4,096 tokens/s per GPU", "32,768 tokens/s in all",
+                     "16.0 GPU-hours if it runs to the time limit", "Convergence-changing overrides: 1",
+                     "train.train_iters=1000  (token budget)", "recommend.small_gbs: global batch is small",
+                     "path.save_maybe_local: checkpoints on local disk (fake)", "Exact script (sbatch): /w/llama3-8b-sft.sbatch"):
+        assert expected in card, (expected, card)
+    assert "Auto-rollback" not in card  # shown only when the plan enables it
+
+
 def test_threshold_from_environment(monkeypatch):
     monkeypatch.setenv("MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS", "12.5")
     assert confirmation_threshold(None) == 12.5 and confirmation_threshold(3.0) == 3.0
@@ -417,8 +443,10 @@ def test_watch_cli_rolls_back_a_nan_and_resubmits_through_the_gate(base_plan, ga
     plan = write_plan(base_plan, shared_dir, name, iters=40, save_interval=10, auto_rollback=auto,
                       env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.05"})
     ledger_arg = ["--ledger", str(gate_env)]
-    first = cli("submit", str(plan), "--yes", "--workdir", str(shared_dir), *ledger_arg)
+    # --no-watcher: this test is the login-node watcher (test_watch_job.py has the watcher job)
+    first = cli("submit", str(plan), "--yes", "--no-watcher", "--workdir", str(shared_dir), *ledger_arg)
     assert first.returncode == 0, first.stderr
+    assert "no watcher job (--no-watcher)" in first.stderr
 
     watched = cli("watch", name, "--poll", "0.2", "--format", "json", *ledger_arg, timeout=180)
     result = json.loads(watched.stdout or "{}")

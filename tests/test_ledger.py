@@ -88,6 +88,59 @@ def test_reopen_keeps_data_and_newer_schema_is_refused(tmp_path):
     assert err.value.key == "ledger.schema_too_new"
 
 
+def test_an_old_version_database_is_migrated_with_its_data(tmp_path, monkeypatch):
+    """A ledger written by the v1 schema (before the watcher job column) opens, is migrated to the
+    current version in place, and keeps every row; a migration that fails leaves it as it was."""
+    from mbridge_launch import ledger_schema as S
+
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in S._statements(S.MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("INSERT INTO runs(name, plan_hash, plan_yaml, executor, job_token, job_ids, state, created_at,"
+                 " updated_at) VALUES ('old-run', 'h1', 'name: old-run\n', 'sbatch', 'mbl-1', '[\"12\"]',"
+                 " 'completed', 1.0, 2.0)")
+    conn.execute("INSERT INTO events(run_id, at, kind, new_state) VALUES (1, 1.0, 'state', 'completed')")
+    conn.close()
+    assert SCHEMA_VERSION >= 2
+    with L.Ledger.open(path) as ledger:
+        assert ledger.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        old = ledger.get_run("old-run")
+        assert (old.job_ids, old.state, old.watcher_job_id) == (["12"], "completed", None)
+        assert [e["new_state"] for e in ledger.events(old.id)] == ["completed"]
+        ledger.set_watcher_job(old.id, "13")  # the v2 column works on a migrated row
+        assert ledger.get_run(old.id).watcher_job_id == "13"
+    # a later migration that breaks half-way is rolled back as a whole: version and schema unchanged
+    broken = "ALTER TABLE runs ADD COLUMN extra TEXT;\nTHIS IS NOT SQL;"
+    monkeypatch.setattr(S, "MIGRATIONS", [*S.MIGRATIONS, broken])
+    monkeypatch.setattr(S, "SCHEMA_VERSION", len(S.MIGRATIONS))
+    with pytest.raises(UserError) as err:
+        L.Ledger.open(path)
+    assert err.value.key == "ledger.cannot_open"
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert "extra" not in {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    conn.close()
+
+
+def test_each_state_change_is_one_transaction(ledger, monkeypatch):
+    """A state change and its event are written together or not at all: a failure after the
+    UPDATE (here, the event insert) leaves neither."""
+    run = _begin(ledger)
+    before_events = len(ledger.events(run.id))
+
+    def broken_event(*args, **kwargs):
+        raise sqlite3.OperationalError("disk I/O error (injected)")
+
+    monkeypatch.setattr(ledger, "_event", broken_event)
+    with pytest.raises(sqlite3.OperationalError):
+        ledger.mark_submitted(run.id, ["99"])
+    monkeypatch.undo()
+    again = ledger.get_run(run.id)
+    assert (again.state, again.job_ids) == (L.SUBMITTING, []) and len(ledger.events(run.id)) == before_events
+
+
 def test_not_a_database(tmp_path):
     bad = tmp_path / "garbage.db"
     bad.write_bytes(b"this is not sqlite" * 100)
@@ -347,6 +400,87 @@ def test_runs_empty_and_logs(tmp_path, fake_bin):
     assert follow.returncode == 0 and "line two" in follow.stdout
     missing = cli("logs", "nope", "--ledger", str(db), "--lang", "zh")
     assert missing.returncode == 2 and "台账中没有运行" in missing.stderr
+
+
+@pytest.fixture
+def job_state_bin(tmp_path):
+    """squeue/sacct whose answer for job 300 is the content of the file `state` (RUNNING, then
+    whatever the test writes), like a job that runs and then ends."""
+    bin_dir = tmp_path / "sbin"
+    bin_dir.mkdir()
+    state = tmp_path / "state"
+    state.write_text("RUNNING")
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\ns=$(cat {state}); [ \"$s\" = RUNNING ] && echo \"300|train-a|$s|2026-11-29T20:00:00|\"\nexit 0\n")
+    (bin_dir / "sacct").write_text(f"#!/bin/sh\necho \"300|train-a|$(cat {state})|2026-11-29T20:00:00|\"\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, state
+
+
+def _follow(db: Path, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "mbridge_launch", "logs", "train-a", "-f", "--poll", "0.05",
+                             "--ledger", str(db)], cwd=ROOT, env={**os.environ, "MBRIDGE_LAUNCH_LANG": "en", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def _read_line(proc: subprocess.Popen, timeout: float = 20) -> str:
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        assert sel.select(timeout), "no output from logs -f"
+        return proc.stdout.readline()
+
+
+def test_logs_follow_a_growing_log_until_the_job_ends(tmp_path, job_state_bin):
+    env, state = job_state_bin
+    db = tmp_path / "l.db"
+    log = tmp_path / "train-a-300.out"
+    log.write_text("first\n")
+    with L.Ledger.open(db) as ledger:
+        run = _begin(ledger, "train-a", executor="no-such-executor")
+        ledger.mark_submitted(run.id, ["300"], log_paths=[str(log)])
+    proc = _follow(db, env)
+    try:
+        assert _read_line(proc) == "first\n"
+        for text in ("second", "third"):  # lines appear as the job writes them
+            with open(log, "a") as handle:
+                handle.write(text + "\n")
+            assert _read_line(proc) == text + "\n"
+        with open(log, "a") as handle:
+            handle.write("last line without newline")
+        time.sleep(0.3)
+        assert proc.poll() is None  # still following: the job runs
+        state.write_text("COMPLETED")
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out == "last line without newline"  # printed once the job ended
+    with L.Ledger.open(db) as ledger:
+        assert ledger.get_run(run.id).state == L.COMPLETED  # reconciled while following
+
+
+def test_logs_follow_stops_on_ctrl_c(tmp_path, job_state_bin):
+    import signal
+
+    env, _state = job_state_bin
+    db = tmp_path / "l.db"
+    log = tmp_path / "train-a-300.out"
+    log.write_text("running\n")
+    with L.Ledger.open(db) as ledger:
+        run = _begin(ledger, "train-a", executor="no-such-executor")
+        ledger.mark_submitted(run.id, ["300"], log_paths=[str(log)])
+    proc = _follow(db, env)
+    try:
+        assert _read_line(proc) == "running\n"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
 
 
 def test_plan_save_dir_resolution(tmp_path):

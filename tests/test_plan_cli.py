@@ -127,3 +127,14 @@ def test_plan_writes_a_plan_file(capsys, tmp_path):
         best["tp"], best["pp"], best["cp"], best["mbs"], best["gbs"], best["recompute"], best["fsdp"])
     assert plan.recipe.model == "llama3_8b" and plan.recipe.kind == "library" and plan.mode == "pretrain"
     assert plan.estimates.tokens_per_sec_per_gpu == pytest.approx(best["tokens_per_sec_per_gpu"], rel=1e-3)
+
+
+def test_plan_with_a_local_hf_config(capsys, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "new_arch", "_name_or_path": "acme/Tiny-1B", "num_hidden_layers": 16, "hidden_size": 2048,
+        "intermediate_size": 8192, "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 64000}))
+    code, out, err = run(capsys, "plan", "--hf-config", str(tmp_path), "--gpus", "8", "--gpu-type", "h100",
+                         "--gbs", "64", "--seq-length", "4096", "--top", "1", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["model"] == "hf:Tiny-1B" and data["candidates"][0]["tp"] in (1, 2, 4)

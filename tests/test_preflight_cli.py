@@ -14,7 +14,7 @@ import pytest
 from mbridge_launch.i18n import catalog
 from mbridge_launch.preflight import Check, Report
 from mbridge_launch.preflight.progress import Progress
-from test_preflight_helpers import cli, codes, edit, preflight_json, valid_plan, write
+from test_preflight_helpers import cli, codes, edit, make_blend, preflight_json, valid_plan, write
 
 
 @pytest.fixture
@@ -127,6 +127,54 @@ def test_progress_bar_only_on_a_terminal_and_only_when_slow():
     with Progress(pipe, "data", 10, delay_s=0) as bar:
         bar.advance(10)
     assert pipe.getvalue() == ""
+
+
+SLOW_SCAN = """
+import sys, time
+import mbridge_launch.preflight.data_checks as D
+real = D.check_prefix
+def slow(prefix):  # a blend on a slow file system: 0.1 s per prefix
+    time.sleep(0.1)
+    return real(prefix)
+D.check_prefix = slow
+from mbridge_launch.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_cli_draws_a_progress_bar_on_a_terminal_when_a_check_is_slow(plan, tmp_path):
+    """The command line, stderr on a pseudo-terminal, a data check that takes ~1 s: the bar is
+    drawn there (and erased); with stderr a pipe, nothing but the report is printed."""
+    import pty
+    import subprocess
+    import sys
+
+    blend = make_blend(tmp_path / "blend", tuple(f"p{i}" for i in range(12)))
+    path = write(edit(plan, **{"dataset.data_paths": blend, "dataset.weights": None}), tmp_path / "p")
+    argv = [sys.executable, "-c", SLOW_SCAN, "preflight", str(path), "--no-cluster"]
+    env = {**os.environ, "MBRIDGE_LAUNCH_LANG": "en"}
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal closed: the process is gone
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+    text = drawn.decode()
+    assert proc.returncode == 0, out
+    assert "\rdata [" in text and "] 12/12" in text and text.rstrip(" ").endswith("\r")  # drawn, then erased
+    assert "\r" not in out.decode()  # the report itself (stdout) has no bar
+    piped = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert piped.returncode == 0 and "\r" not in piped.stderr and "data [" not in piped.stderr
 
 
 def test_json_is_valid_for_every_check_of_a_bad_plan(plan, tmp_path):

@@ -126,6 +126,47 @@ def test_nvl72_nodes_and_segment_support(slurm_cluster, shared_dir, env, tmp_pat
     assert "22.05" in check["message"] and "24.11" in check["message"]
 
 
+def test_drained_node_is_a_warning_on_the_real_cluster(slurm_cluster, shared_dir, env, tmp_path):
+    """A drained node (scontrol update state=drain): a 2-node plan gets the nodes_unavailable
+    warning naming it, and --test-only's refusal becomes a warning (a real sbatch would queue)."""
+    reason = f"mbl-preflight-{os.getpid()}"
+    plan_path = write(valid_plan(shared_dir, nodes=2), tmp_path)
+    one_node = write(valid_plan(shared_dir), tmp_path / "one")
+    slurm_cluster.run(["scontrol", "update", "nodename=h100-2", "state=drain", f"reason={reason}"])
+    try:
+        rc, report = preflight_json(plan_path, env=env)
+        rc_one, report_one = preflight_json(one_node, env=env)
+    finally:
+        slurm_cluster.run(["scontrol", "update", "nodename=h100-2", "state=resume"], check=False)
+    assert rc == 0, [c for c in report["checks"] if c["severity"] == "error"]
+    down = next(c for c in report["checks"] if c["code"] == "cluster.nodes_unavailable")
+    assert down["severity"] == "warning" and "h100-2 (idle+drain" in down["message"] and reason in down["message"]
+    assert "only 1 of the h100 nodes are available now" in down["message"]
+    waits = next(c for c in report["checks"] if c["code"] == "cluster.test_only_waits")
+    assert waits["severity"] == "warning" and "h100-2" in waits["message"]
+    # one node is enough with h100-1 up: no warning, and --test-only places it there
+    assert rc_one == 0 and "cluster.nodes_unavailable" not in codes(report_one)
+    assert "cluster.test_only_ok" in codes(report_one)
+
+
+def test_account_association_on_the_real_cluster(slurm_cluster, shared_dir, env, tmp_path):
+    """The cluster's accounting database (sacctmgr) knows which accounts the user may charge: one
+    of them passes; another is a warning (AccountingStorageEnforce=none here: Slurm would accept
+    it), with the user's real accounts listed."""
+    import getpass
+
+    user = env.get("USER") or getpass.getuser()
+    mine = slurm_cluster.run(["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", "format=account"]).stdout.split()
+    assert mine, "the test cluster records an association for the user"
+    rc, report = preflight_json(write(edit(valid_plan(shared_dir), **{"cluster.account": mine[0]}), tmp_path), env=env)
+    assert rc == 0 and not [c for c in codes(report) if c.startswith("cluster.account")], report
+    other = edit(valid_plan(shared_dir), **{"cluster.account": "no-such-account"})
+    rc, report = preflight_json(write(other, tmp_path / "other"), env=env)
+    check = next(c for c in report["checks"] if c["code"] == "cluster.account_no_association")
+    assert rc == 0 and check["severity"] == "warning"
+    assert "no-such-account" in check["message"] and mine[0] in check["message"] and user in check["message"]
+
+
 def test_container_plan_on_a_cluster_with_pyxis(slurm_cluster, shared_dir, env, tmp_path):
     plan = edit(valid_plan(shared_dir), **{"cluster.container_image": "nvcr.io#nvidia/nemo:25.09", "cluster.profile.pyxis": True})
     rc, report = preflight_json(write(plan, tmp_path), env=env)
@@ -175,3 +216,85 @@ def test_on_nodes_without_nvidia_smi(slurm_cluster, shared_dir, env, tmp_path):
     ok = [c for c in report["checks"] if c["code"] == "nodes.node_ok"]
     assert len(ok) == 1 and "SLURM_GPUS_ON_NODE" in ok[0]["message"]
     assert "nodes.topology_unavailable" in codes(report, "info")
+
+
+# ---------------------------------------------------------------------- what preflight does to the system
+AUDITED = r"""
+import atexit, json, os, sys
+events, on = [], [True]
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+def hook(name, args):
+    if not on[0]:
+        return
+    if name == "open":
+        path, mode, flags = args
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (flags or 0) & WRITE_FLAGS
+        if writes and isinstance(path, (str, bytes, os.PathLike)):
+            events.append(["write", os.path.abspath(os.fsdecode(path))])
+    elif name in ("os.mkdir", "os.rename", "os.replace", "os.remove", "os.rmdir", "os.truncate", "os.symlink",
+                  "os.link", "os.chmod", "os.chown", "os.utime", "shutil.rmtree", "shutil.copyfile", "shutil.move"):
+        if isinstance(args[0], (str, bytes, os.PathLike)):
+            events.append(["write", os.path.abspath(os.fsdecode(args[0]))])
+    elif name == "subprocess.Popen":
+        events.append(["exec", [os.fsdecode(a) for a in args[1]]])
+
+def dump():
+    on[0] = False
+    with open(os.environ["MBL_AUDIT_OUT"], "w") as fh:
+        json.dump(events, fh)
+
+sys.addaudithook(hook)
+atexit.register(dump)
+from mbridge_launch.cli import main
+code = main(sys.argv[1:])
+sys.stdout.flush()
+sys.exit(code)
+"""
+
+
+def audited_preflight(plan_path: Path, *extra: str, env: dict, tmp_path: Path) -> tuple[int, dict, list]:
+    """`mbridge-launch preflight` with a Python audit hook recording every file opened for writing,
+    every directory or file created, moved, removed or changed, and every process started."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "audit.json"
+    proc = subprocess.run([sys.executable, "-c", AUDITED, "preflight", str(plan_path), "--format", "json", *extra],
+                          capture_output=True, text=True, timeout=300,
+                          env={**env, "MBL_AUDIT_OUT": str(out), "PYTHONDONTWRITEBYTECODE": "1"})
+    assert proc.stdout.strip(), proc.stderr
+    return proc.returncode, json.loads(proc.stdout), json.loads(out.read_text())
+
+
+def _slurm_commands(events: list) -> list[list[str]]:
+    return [argv for kind, argv in events if kind == "exec"]
+
+
+def test_preflight_writes_nothing_and_submits_nothing(slurm_cluster, shared_dir, env, tmp_path):
+    """Every write and every process of a full preflight (cluster checks and sbatch --test-only
+    included), seen by an audit hook: no file is written anywhere, and the only processes are
+    read-only Slurm queries and `sbatch --test-only`."""
+    plan = unique(valid_plan(shared_dir, nodes=2))
+    rc, report, events = audited_preflight(write(plan, tmp_path / "plan"), env=env, tmp_path=tmp_path)
+    assert rc == 0 and "cluster.test_only_ok" in codes(report), report
+    assert [e for e in events if e[0] == "write"] == []
+    commands = _slurm_commands(events)
+    assert commands and {argv[0] for argv in commands} <= {"scontrol", "sinfo", "sacctmgr", "srun", "sbatch"}
+    assert all(argv[:2] == ["srun", "--help"] for argv in commands if argv[0] == "srun")
+    assert all("--test-only" in argv for argv in commands if argv[0] == "sbatch")
+    assert all(argv[1] in ("show", "--version") for argv in commands if argv[0] == "scontrol")
+    assert all(argv[3] == "show" for argv in commands if argv[0] == "sacctmgr")
+    assert jobs_named(slurm_cluster, plan.name) == 0
+
+
+def test_on_nodes_writes_only_its_cache_and_submits_one_job(slurm_cluster, shared_dir, env, tmp_path):
+    plan = unique(valid_plan(shared_dir))
+    rc, report, events = audited_preflight(write(plan, tmp_path / "plan"), "--on-nodes", env=env, tmp_path=tmp_path)
+    assert rc == 0, report
+    cache = os.path.abspath(env["MBRIDGE_LAUNCH_CACHE_DIR"])
+    writes = [path for kind, path in events if kind == "write"]
+    assert writes and all(path == cache or path.startswith(cache + os.sep) for path in writes), writes
+    submissions = [argv for argv in _slurm_commands(events) if argv[0] == "sbatch" and "--test-only" not in argv]
+    assert len(submissions) == 1 and jobs_named(slurm_cluster, plan.name, expect=1) == 1

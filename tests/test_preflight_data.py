@@ -143,6 +143,19 @@ def test_interleaved_weights_parse(plan):
     assert data_codes(good) == ["data.blend_ok"]
     bad = edit(plan, **{"dataset.weights": None, "dataset.data_paths": ["0.3", a, "0", b]})
     assert "data.weight_invalid" in data_codes(bad)
+    # a weight that does not parse as a number (Megatron would fail reading the blend)
+    unparsable = edit(plan, **{"dataset.weights": None, "dataset.data_paths": ["0.3", a, "0.7x", b]})
+    assert "data.weight_invalid" in data_codes(unparsable) and "data.weights_count" not in data_codes(unparsable)
+
+
+def test_weights_that_do_not_parse_or_are_not_positive_exit_1(plan, tmp_path):
+    a, b = plan.dataset.data_paths
+    for i, weights in enumerate((["0.3", "abc"], ["0.3", "-1"], ["nan", "0.5"], ["0.3", "inf"])):
+        bad = edit(plan, **{"dataset.weights": None, "dataset.data_paths": [weights[0], a, weights[1], b]})
+        rc, report = preflight_json(write(bad, tmp_path / str(i)), "--no-cluster")
+        assert rc == 1 and "data.weight_invalid" in codes(report, "error"), (weights, report)
+        check = next(c for c in report["checks"] if c["code"] == "data.weight_invalid")
+        assert check["subject"] in (a, b)
 
 
 def test_no_prefixes(plan, tmp_path):

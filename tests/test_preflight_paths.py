@@ -83,6 +83,10 @@ def test_save_dir_below_a_regular_file_is_unwritable(plan, tmp_path):
     rc, report = preflight_json(write(broken, tmp_path / "p"), "--no-cluster")
     assert rc == 1 and "path.save_unwritable" in codes(report, "error")
     assert "is not a directory" in next(c["message"] for c in report["checks"] if c["code"] == "path.save_unwritable")
+    # the reason inside the message follows --lang too
+    rc, report = preflight_json(write(broken, tmp_path / "zh"), "--no-cluster", "--lang", "zh")
+    message = next(c["message"] for c in report["checks"] if c["code"] == "path.save_unwritable")
+    assert rc == 1 and "不是目录" in message and "is not a directory" not in message
 
 
 def test_save_dir_on_a_pseudo_file_system(plan):
@@ -212,6 +216,19 @@ def test_multi_node_sft_with_packing_needs_shared_caches(plan):
     assert found["path.cache_node_local:NEMO_HOME"] == "error" and found["path.cache_node_local:HF_HOME"] == "error"
     unpacked = edit(sft, overrides=[])
     assert not [c for c in path_codes(unpacked) if c.startswith("path.cache")]
+    single = edit(sft, **{"cluster.nodes": 1, "parallelism.dp": 8})
+    assert not [c for c in path_codes(single) if c.startswith("path.cache")]  # one node: its own cache is fine
+    # on storage the site declares shared: nothing to say
+    shared_env = {"MBRIDGE_LAUNCH_SHARED_PREFIXES": "/lustre"}
+    on_shared = edit(sft, env_vars={"NEMO_HOME": "/lustre/nemo", "HF_HOME": "/lustre/hf"})
+    assert not [c for c in path_codes(on_shared, env=shared_env) if c.startswith("path.cache")]
+    # not set: the defaults under HOME are named, with the storage verdict of that default
+    unset = {c.code + ":" + c.subject: c for c in path_checks(edit(sft, env_vars={}), env=shared_env)}
+    assert unset["path.cache_unset:NEMO_HOME"].severity == "warning" and unset["path.cache_unset:HF_HOME"].severity == "warning"
+    assert ".cache/nemo" in unset["path.cache_unset:NEMO_HOME"].message("en")
+    # packing switched on through the dataset fields counts as well
+    fields = edit(sft, overrides=[], **{"dataset.fields": {"packed_sequence_specs.packed_sequence_size": "4096"}})
+    assert "path.cache_node_local" in path_codes(fields)
 
 
 def test_repo_shared_dir_is_not_node_local(shared_dir):

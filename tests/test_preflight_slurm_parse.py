@@ -155,6 +155,37 @@ def test_nvl72_segments(plan):
     assert "cluster.segment_not_divisor" in found and "cluster.segment_unsupported" in found
 
 
+def test_nvl72_node_count_and_segment_must_fit_the_domain(plan):
+    gb = edit(plan, **{"cluster.partition": "gb200", "cluster.gpu_type": "gb200", "cluster.gpus_per_node": 4,
+                       "cluster.nodes": 4, "parallelism.dp": 16})
+    new = fake({("scontrol", "--version"): (0, "slurm 24.11.1\n", ""),
+                ("scontrol", "show", "config"): (0, "TopologyPlugin = topology/block\n", "")})
+    assert cluster_codes(edit(gb, **{"cluster.segment": 20}), new, "error") == ["cluster.segment_too_big"]
+    assert cluster_codes(edit(gb, **{"cluster.segment": 2}), new, "warning") == ["cluster.segment_unusual"]
+    assert cluster_codes(edit(gb, **{"cluster.segment": 4}), new, "warning") == []
+    # 19 nodes of 18-node domains split only into segments of 1 node: the nearest good counts are named
+    ctx = PreflightContext(plan=edit(gb, **{"cluster.nodes": 19, "parallelism.dp": 76, "parallelism.gbs": 76}), env=ENV)
+    ctx.lookup("rendered_script", lambda: "#!/bin/bash\n")
+    [split] = [c for c in run_cluster_checks(ctx, new) if c.code == "cluster.nvl72_nodes_split"]
+    assert split.severity == "warning" and (split.params["segment"], split.params["lower"], split.params["upper"]) == (1, 18, 20)
+    assert "19 nodes" in split.message("en") and "18 or 20 nodes" in split.hint("en")
+    ctx = PreflightContext(plan=edit(gb, **{"cluster.nodes": 36, "parallelism.dp": 144, "parallelism.gbs": 144}), env=ENV)
+    ctx.lookup("rendered_script", lambda: "#!/bin/bash\n")
+    assert "cluster.nvl72_nodes_split" not in [c.code for c in run_cluster_checks(ctx, new)]  # 2 x 18
+
+
+def test_test_only_refusal_caused_by_drained_nodes_is_a_warning(plan):
+    """Slurm's --test-only refuses a job whose nodes are drained now, although sbatch would accept it
+    and let it wait: with enough nodes in total that is the drained-nodes warning, not an error."""
+    refusing = fake({("sbatch", "--test-only"): (1, "", "allocation failure: Requested node configuration is not available\n")})
+    two = edit(plan, **{"cluster.nodes": 2, "parallelism.dp": 16})
+    codes = cluster_codes(two, refusing)
+    assert "cluster.nodes_unavailable" in codes and "cluster.test_only_waits" in codes
+    assert cluster_codes(two, refusing, "error") == []
+    one = edit(plan, **{"cluster.nodes": 1})  # no node missing: the same refusal stays an error
+    assert cluster_codes(one, refusing, "error") == ["cluster.test_only_failed"]
+
+
 def test_segment_supported_on_24_11_with_topology_block(plan):
     new = fake({("scontrol", "--version"): (0, "slurm 24.11.1\n", ""),
                   ("scontrol", "show", "config"): (0, "TopologyPlugin = topology/block\n", "")})

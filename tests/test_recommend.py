@@ -83,7 +83,37 @@ def test_smoke_test_is_llama3_8b_pretrain_mock():
     answer = recommend_json("--smoke-test")
     assert answer["recipe"].startswith("llama3_8b_pretrain_")
     assert answer["kind"] == "library" and answer["dataset"] == "mock" and answer["mode"] == "pretrain"
+    assert any("megatron-indexed" in note for note in answer["notes"])  # real runs need real data
     assert_rule_valid(answer)
+
+
+@pytest.mark.parametrize("model", ["llama3_8b", "Llama 3 8B", "llama3-8b", "meta-llama/Meta-Llama-3-8B"])
+def test_model_spellings_resolve_to_the_same_recipe(model):
+    assert recommend_json("--model", model, "--gpus", "8")["recipe"] == "llama3_8b_pretrain_2gpu_h100_bf16_config"
+
+
+def test_launch_command_shape_follows_the_node_count():
+    one = recommend_json("--model", "llama3_8b", "--gpus", "8")
+    assert one["command"].startswith("uv run python -m torch.distributed.run --nproc_per_node=8 scripts/training/run_recipe.py ")
+    two = recommend_json("--model", "llama3_8b", "--gpus", "16")
+    assert two["command"].startswith("srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 python scripts/training/run_recipe.py ")
+
+
+def test_recommend_is_fast():
+    """Cold start to answer (imports included, interpreter start excluded): well under 0.5 s."""
+    code = (
+        "import time; t = time.perf_counter(); import contextlib, io, sys; from mbridge_launch.cli import main; "
+        "out = io.StringIO(); ctx = contextlib.redirect_stdout(out); ctx.__enter__(); "
+        "rc = main(['recommend', '--smoke-test', '--format', 'json']); ctx.__exit__(None, None, None); "
+        "print(rc, time.perf_counter() - t)"
+    )
+    timings = []
+    for _ in range(3):  # best of three: the machine is shared with other test runs
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        rc, elapsed = proc.stdout.split()
+        assert rc == "0", proc.stderr
+        timings.append(float(elapsed))
+    assert min(timings) < 0.5, timings
 
 
 def test_benchmark_only_when_asked_and_weak_scaled():
@@ -133,7 +163,6 @@ def test_chinese_card():
     proc = run_cli("recommend", "--smoke-test", "--lang", "zh")
     assert proc.returncode == 0, proc.stderr
     assert "配方" in proc.stdout and "库配方" in proc.stdout
-    proc = run_cli("recommend", "--model", "nosuchmodel"), 
     proc = run_cli("recommend", "--model", "llama3_8b", "--gpus", "0", env={"LANG": "zh_CN.UTF-8"})
     assert proc.returncode == 2 and "错误" in proc.stderr
 
@@ -164,10 +193,23 @@ def test_plan_file_roundtrip_and_unknown_field(tmp_path):
     text = out.read_text().replace("  gpus_per_node: 8", "  gpus_per_nod: 8")
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
-    proc = run_cli("preflight", str(bad), "--no-cluster") if False else None
+    proc = run_cli("submit", str(bad), "--executor", "sbatch", "--dry-run")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and "gpus_per_nod" in errors[0] and "gpus_per_node" in errors[0], proc.stderr
     from mbridge_launch.errors import UserError
 
     with pytest.raises(UserError) as err:
         load_plan(bad)
     message = err.value.render("en")
     assert "gpus_per_nod" in message and "gpus_per_node" in message
+
+
+def test_longer_sequence_takes_the_smallest_cp_that_fits():
+    # the recipe: Qwen3 8B LoRA at 2048 tokens, CP=1; at 16384 tokens CP may grow up to 8 (the
+    # recipe's tokens per GPU) but an 8B LoRA fits with far less, leaving GPUs to data parallelism
+    answer = recommend_json("--model", "qwen3_8b", "--goal", "dora", "--gpus", "8", "--seq-length", "16384")
+    p = answer["parallelism"]
+    assert 1 <= p["cp"] < 8 and p["dp"] > 1 and p["seq_length"] == 16384
+    assert answer["estimate"]["memory_gb_per_gpu"] <= answer["estimate"]["hbm_gb"]
+    assert_rule_valid(answer)

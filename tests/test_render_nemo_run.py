@@ -105,3 +105,39 @@ def test_plugin_applies_env_mounts_and_node_check():
     assert "HF_TOKEN" in executor.container_env
     assert executor.setup_lines.startswith("echo mine\n") and "mbridge-node-check 4 gb200" in executor.setup_lines
     assert "--export=ALL" in executor.srun_args
+
+
+def test_plugin_inside_a_users_own_experiment(tmp_path):
+    """A NeMo-Run user's own experiment: their task, their SlurmExecutor, plus MBridgePlugin. The
+    script NeMo-Run writes (its own dry run) carries the plan's env and mounts, and the node check
+    runs before the user's srun line."""
+    import os
+
+    from mbridge_launch.executors.nemo_run import MBridgePlugin, _import_nemo_run, _no_stdin
+
+    home = str(tmp_path / "home")
+    run = _import_nemo_run(home)
+    plan = pf.four_node_gb200()
+    executor = run.SlurmExecutor(account="mine", partition="gb200", nodes=4, ntasks_per_node=4, gpus_per_node=4,
+                                 time="01:00:00", container_image="nvcr.io/nvidia/nemo:25.11",
+                                 env_vars={"MY_SETTING": "1"}, packager=run.Packager(),
+                                 tunnel=run.LocalTunnel(job_dir=os.path.join(home, "experiments")))
+    task = run.Script(path="my_train.py", entrypoint="python", args=["--lr", "3e-4"])
+    with _no_stdin(), run.Experiment("users-exp", id="users-exp_1", base_dir=home, enable_goodbye_message=False,
+                                     skip_status_at_exit=True) as exp:
+        exp.add(task, executor=executor, name="mine", plugins=[MBridgePlugin.from_plan(plan)])
+        exp.dryrun(log=False, delete_exp_dir=False)
+    scripts = sorted(Path(home).rglob("*_sbatch.sh"))
+    assert len(scripts) == 1
+    text = scripts[0].read_text()
+    assert "export MY_SETTING=1" in text  # the user's own env is kept
+    for name, value in plan.env_vars.items():
+        assert f"export {name}={value}" in text
+    assert "/lustre:/lustre" in text and "HF_TOKEN" in text  # plan mounts and forwarded names
+    check = text.index("mbridge-node-check 4 gb200")
+    train = text.index("my_train.py")
+    assert check < train  # the node check runs before the user's training step
+    srun_line = next(line for line in text.splitlines() if "my_train.py" in line)
+    assert "--export=ALL" in srun_line
+    proc = subprocess.run(["bash", "-n", str(scripts[0])], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -244,3 +244,12 @@ def test_registry_imports_no_heavy_library():
             "print(sorted(m for m in ('nemo_run', 'submitit') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_container_flags_only_with_pyxis():
+    plan = pf.four_node_gb200()
+    assert plan.cluster.container_image and plan.cluster.profile.pyxis
+    assert "--container-image=" in get_executor("sbatch").render(plan).text
+    no_pyxis = pf.with_changes(plan, cluster={"profile": {**plan.cluster.profile.model_dump(), "pyxis": False}})
+    text = get_executor("sbatch").render(no_pyxis).text
+    assert "--container" not in text and "--no-container-mount-home" not in text

@@ -125,3 +125,19 @@ def test_errors_helper_and_unknown_architecture():
     assert errors(check_layout(layout, LLAMA8)) != []
     with pytest.raises(TypeError):
         evolve(layout, nonsense=1)
+
+
+def test_sequence_parallel_needs_the_sequence_divisible_by_tp_times_cp():
+    from mbridge_launch.models import load_arch
+    from mbridge_launch.planner.rules import Layout, check_layout
+
+    arch = load_arch("llama3_8b")
+    # 8190 = 2 x 3^2 x 5 x 7 x 13: TP=4 with SP cannot split it evenly; TP=2 can
+    bad = [v for v in check_layout(Layout(tp=4, sp=True, seq_length=8190, world=4, gbs=4), arch) if v.code == "RULE_SP_SEQ"]
+    assert bad and bad[0].field == "tp" and 2 in bad[0].valid and 4 not in bad[0].valid
+    assert "8190" in bad[0].message("en")
+    ok = [v for v in check_layout(Layout(tp=2, sp=True, seq_length=8190, world=2, gbs=2), arch) if v.code == "RULE_SP_SEQ"]
+    assert not ok
+    # with CP=2 each CP rank holds 4096 of 8192 tokens: TP=8 divides it
+    assert not [v for v in check_layout(Layout(tp=8, cp=2, sp=True, seq_length=8192, world=16, gbs=1), arch)
+                if v.code == "RULE_SP_SEQ"]

@@ -30,6 +30,12 @@ def run(args: argparse.Namespace) -> int:
             return 0
         method = confirm_cancel(record, yes=args.yes)
         ledger.record_confirmation(record.id, "cancel", method, {"job_ids": record.job_ids})
+        # the auto-rollback watcher job first: a cancelled run leaves it nothing to do
+        if record.watcher_job_id:
+            from mbridge_launch.executors.slurm_cli import run_slurm
+
+            run_slurm(["scancel", record.watcher_job_id])
+            ledger.add_event(record.id, "cancel", {"job_ids": [record.watcher_job_id], "watcher": True})
         if args.wait:
             record = cancel_and_wait(ledger, record)
         else:

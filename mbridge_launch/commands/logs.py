@@ -11,7 +11,7 @@ from mbridge_launch.cli import add_common
 from mbridge_launch.i18n import t
 
 HELP = "print a run's log (-f: follow it while the run is active)"
-REFRESH_S = 5.0
+REFRESH_S = 5.0  # at most this long between two Slurm queries while following
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
         followers: dict[str, LogFollower] = {}
         last_check = 0.0
         finishing = False
+        refresh_s = max(args.poll, min(REFRESH_S, args.poll * 5))  # Slurm is asked every few polls
         while True:
             paths = run_log_paths(record)
             if not paths and not args.follow:
@@ -54,11 +55,14 @@ def run(args: argparse.Namespace) -> int:
                 if lines:
                     sys.stdout.write("".join(lines))
                     wrote = True
-            sys.stdout.flush()
             if not args.follow or (finishing and not wrote):
-                return 0  # (following: the run has ended and its last lines are printed)
+                # the run has ended (or we are not following): a last line without its newline too
+                sys.stdout.write("".join(f.take_partial() for f in followers.values()))
+                sys.stdout.flush()
+                return 0
+            sys.stdout.flush()
             now = time.monotonic()
-            if record.active and now - last_check >= REFRESH_S:
+            if record.active and now - last_check >= refresh_s:
                 last_check = now
                 record = refresh(ledger, [record])[0]
             finishing = not record.active

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         model, goal, dataset = args.model or SMOKE_TEST_MODEL, "pretrain", args.dataset or "mock"
     else:
         if not args.model:
-            raise UserError("arg.invalid", flag="--model", reason="required (or use --smoke-test)")
+            raise UserError("arg.invalid", flag="--model", reason=t("recommend.reason.model_required"))
         model, goal, dataset = args.model, args.goal, args.dataset
     validate_counts(args.gpus, args.seq_length)
     request = Request(model=model, gpus=args.gpus, gpu_type=args.gpu_type, goal=normalize_goal(goal),

@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         print(t("ledger.status.run", name=record.name, id=record.id))
         print("  " + t("ledger.status.state", state=record.state, slurm=record.slurm_state or "-"))
         print("  " + t("ledger.status.jobs", jobs=", ".join(record.job_ids) or "-", executor=record.executor))
+        if record.watcher_job_id:
+            print("  " + t("ledger.status.watcher", job=record.watcher_job_id))
         print("  " + t("ledger.status.plan", hash=record.plan_hash, path=record.plan_path or ""))
         print("  " + t("ledger.status.submitted", when=fmt_time(record.submitted_at or record.created_at)))
         if record.save_dir:

@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="submit although preflight found errors (needs --reason)")
     parser.add_argument("--reason", help="why --force is justified; recorded in the ledger")
     parser.add_argument("--resubmit", action="store_true", help="submit a plan that is already submitted and not finished")
+    parser.add_argument("--no-watcher", action="store_true",
+                        help="with plan.auto_rollback enabled: do not start the watcher job (watch from a login node instead)")
     parser.add_argument("--no-cluster-checks", action="store_true", help="skip the Slurm queries of preflight")
     parser.add_argument("--confirm-threshold", type=float, metavar="GPU_HOURS",
                         help="above this many GPU-hours the run name must be typed (default 100, or $MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS)")
@@ -60,11 +62,12 @@ def run(args: argparse.Namespace) -> int:
     options = GateOptions(executor=args.executor, yes=args.yes, force=args.force, reason=args.reason,
                           resubmit=args.resubmit, workdir=Path(args.workdir) if args.workdir else None,
                           ledger_path=args.ledger, cluster_checks=not args.no_cluster_checks,
-                          threshold_gpu_hours=args.confirm_threshold)
+                          threshold_gpu_hours=args.confirm_threshold, watcher=not args.no_watcher)
     result = submit_gated(plan, options, plan_path=args.plan, plan_text=Path(args.plan).read_text(encoding="utf-8"))
     if args.format == "json":
         print_json({"run_id": result.run_id, "name": plan.name, "executor": args.executor, "job_ids": result.job_ids,
-                    "plan_hash": plan.plan_hash(), "script": result.script_path, "confirmation": result.confirmation})
+                    "plan_hash": plan.plan_hash(), "script": result.script_path, "confirmation": result.confirmation,
+                    "watcher_job_id": result.watcher_job_id})
         return 0
     print(t("gate.submitted", name=plan.name, id=result.run_id, jobs=", ".join(result.job_ids),
             executor=args.executor, script=result.script_path))

@@ -65,6 +65,19 @@ MESSAGES = {
         "性能配方从 {from_gpus} 个 GPU 弱扩展到 {to_gpus} 个 GPU，保持每 GPU 样本数（全局批大小 {old} -> {new}）",
     ),
     "change.reason.user_seq_length": ("sequence length requested by the user", "用户指定的序列长度"),
+    "change.reason.precision_flag": (
+        "--precision {precision}: the chosen recipe trains in {recipe_precision}, so its mixed-precision recipe is "
+        "switched (numerical precision changes the math)",
+        "--precision {precision}：所选配方使用 {recipe_precision} 训练，因此切换其混合精度设置（数值精度改变计算结果）",
+    ),
+    "change.reason.peft_mode": (
+        "--goal {mode}: run_recipe.py --mode {mode} replaces the recipe's PEFT scheme",
+        "--goal {mode}：run_recipe.py --mode {mode} 会替换配方的 PEFT 方案",
+    ),
+    "change.reason.dataset_selector": (
+        "a different dataset than the recipe's: the data is part of the convergence contract",
+        "与配方不同的数据集：数据属于收敛约定",
+    ),
     "change.reason.launcher_paths": (
         "explicit per-run checkpoint paths (the recipe default silently resumes other runs)",
         "每次运行使用显式的检查点路径（配方默认路径会悄悄从其他运行恢复）",

@@ -19,6 +19,22 @@ MESSAGES = {
     ),
     "gate.card.convergence": ("Convergence-changing overrides: {count}", "改变收敛的覆盖项：{count} 个"),
     "gate.card.script": ("Exact script ({executor}): {path}", "完整脚本（{executor}）：{path}"),
+    "gate.card.auto_rollback": (
+        "Auto-rollback: on NaN/Inf {nan}; loss spike {spike}; at most {max} automatic rollback(s)",
+        "自动回滚：遇到 NaN/Inf {nan}；损失尖峰 {spike}；最多自动回滚 {max} 次",
+    ),
+    "gate.card.auto_rollback_spike": ("> {factor} x the median of the last {window} losses", "> 最近 {window} 个损失中位数的 {factor} 倍"),
+    "gate.card.yes": ("yes", "是"),
+    "gate.card.prefixes": (" ({count} prefixes)", "（{count} 个前缀）"),
+    "gate.card.no": ("no", "否"),
+    "gate.card.watcher_job": (
+        "a watcher job (1 CPU, starts when the training job starts) follows the log, then cancels, rolls back and resubmits on a trigger",
+        "一个监视作业（1 个 CPU，训练作业开始时启动）跟踪日志，触发时取消、回滚并重新提交",
+    ),
+    "gate.card.watcher_none": (
+        "no watcher job (--no-watcher): run `mbridge-launch watch {name}` on a login node to act on triggers",
+        "不启动监视作业（--no-watcher）：请在登录节点上运行 `mbridge-launch watch {name}` 以响应触发",
+    ),
     "gate.preflight_failed": (
         "preflight found {count} error(s); nothing was submitted (fix them, or --force --reason TEXT to override)",
         "预检发现 {count} 个错误；未提交任何作业（请修复，或使用 --force --reason TEXT 强制提交）",

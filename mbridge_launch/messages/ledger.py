@@ -33,6 +33,7 @@ MESSAGES = {
     "ledger.status.state": ("state: {state} (Slurm: {slurm})", "状态：{state}（Slurm：{slurm}）"),
     "ledger.status.jobs": ("jobs: {jobs} via {executor}", "作业：{jobs}，执行器 {executor}"),
     "ledger.status.plan": ("plan: {hash} {path}", "计划：{hash} {path}"),
+    "ledger.status.watcher": ("auto-rollback watcher job: {job}", "自动回滚监视作业：{job}"),
     "ledger.status.save_dir": ("checkpoints: {path}", "检查点目录：{path}"),
     "ledger.status.logs": ("logs: {paths}", "日志：{paths}"),
     "ledger.status.submitted": ("submitted: {when}", "提交时间：{when}"),

@@ -48,6 +48,10 @@ MESSAGES = {
         "sequence parallelism has no effect with TP=1 (Megatron turns it off)",
         "TP=1 时序列并行（SP）无效（Megatron 会将其关闭）",
     ),
+    "planner.rule.sp_seq": (
+        "sequence parallelism splits the sequence over TP: sequence length {seq} is not divisible by TP x CP = {tp} x {cp}; valid TP here: {valid}",
+        "序列并行（SP）将序列切分到各 TP 上：序列长度 {seq} 不能被 TP x CP = {tp} x {cp} 整除；此处可用的 TP：{valid}",
+    ),
     "planner.rule.cp_seq": (
         "sequence length {seq} is not divisible by 2 x CP = {twice}; valid CP: {valid}",
         "序列长度 {seq} 不能被 2 x CP = {twice} 整除；可用的 CP：{valid}",

@@ -78,7 +78,6 @@ MESSAGES = {
         "模拟数据：适合首次试运行；实际预训练需要 --dataset megatron-indexed --data-path PREFIX",
     ),
     # warnings / pitfalls
-    "pitfall.tp_kv_heads": ("{message}", "{message}"),
     "pitfall.pp_without_vp": (
         "PP={pp} without virtual pipeline: the pipeline bubble is ~{bubble:.0%} of the step; consider VP (model.virtual_pipeline_model_parallel_size)",
         "PP={pp} 未使用虚拟流水线：流水线气泡约占每步的 {bubble:.0%}；建议设置 VP（model.virtual_pipeline_model_parallel_size）",
@@ -88,16 +87,20 @@ MESSAGES = {
         "MoE 有 {experts} 个专家而 EP={ep}：每 GPU {per_gpu} 个专家；更高的 EP 通常更快且更省显存",
     ),
     "pitfall.cuda_graph_packing": (
-        "CUDA graphs with sequence packing: variable packed lengths break graph capture; disable one of them",
-        "CUDA graphs 与序列打包同时使用：打包长度可变会破坏图捕获；请关闭其一",
+        "CUDA graphs with offline sequence packing need static shapes: set dataset.pad_to_max_length=true "
+        "(and dataset.offline_packing_specs.pad_cu_seqlens=true when attention is captured), or disable one of them",
+        "CUDA graphs 与离线序列打包同时使用需要静态形状：请设置 dataset.pad_to_max_length=true"
+        "（捕获注意力时还需 dataset.offline_packing_specs.pad_cu_seqlens=true），或关闭其一",
     ),
     "pitfall.cuda_graph_full_recompute": (
         "CUDA graphs with full activation recompute are not supported together; use selective recompute",
         "CUDA graphs 不能与完全激活重计算同时使用；请改用选择性重计算",
     ),
     "pitfall.cuda_graph_rng": (
-        "CUDA graphs need the Transformer Engine RNG tracker (model.use_te_rng_tracker=true)",
-        "CUDA graphs 需要 Transformer Engine RNG tracker（model.use_te_rng_tracker=true）",
+        "CUDA graphs need the Transformer Engine RNG tracker (model.use_te_rng_tracker=true or rng.te_rng_tracker=true); "
+        "the model provider refuses to build without it",
+        "CUDA graphs 需要 Transformer Engine RNG tracker（model.use_te_rng_tracker=true 或 rng.te_rng_tracker=true）；"
+        "否则模型构建会失败",
     ),
     "pitfall.fsdp_tp_h100": (
         "Megatron-FSDP with TP={tp} on H100 is slower than TP=1 or the distributed optimizer in NVIDIA's tuning",
@@ -108,8 +111,10 @@ MESSAGES = {
         "长上下文（{seq} token）未使用上下文并行：激活随序列增长；建议 CP>1",
     ),
     "pitfall.moe_overlap_grad_reduce_h100": (
-        "MoE with ddp.overlap_grad_reduce on H100: Megatron Bridge's MoE recipes turn it off on Hopper (hangs/slowdowns seen); check the setting",
-        "H100 上 MoE 启用 ddp.overlap_grad_reduce：Megatron Bridge 的 MoE 配方在 Hopper 上将其关闭（曾出现挂起/变慢）；请检查该设置",
+        "MoE with ddp.overlap_grad_reduce on {gpu_type} without a Hopper recipe that validated it: several of Megatron "
+        "Bridge's Hopper MoE recipes turn it off; if the run hangs or slows down, set ddp.overlap_grad_reduce=false",
+        "在 {gpu_type} 上 MoE 启用 ddp.overlap_grad_reduce，但没有经过验证的 Hopper 配方：Megatron Bridge 的多个 Hopper "
+        "MoE 配方将其关闭；如果运行挂起或变慢，请设置 ddp.overlap_grad_reduce=false",
     ),
     "pitfall.vlm_text_data": (
         "{model} is a vision-language model but dataset '{dataset}' has no images; use a VLM dataset ({choices})",
@@ -128,6 +133,47 @@ MESSAGES = {
         "no {kind} recipe for {gpu_type}; using the {hardware} recipe ({recipe})",
         "没有适用于 {gpu_type} 的{kind}配方；使用 {hardware} 配方（{recipe}）",
     ),
+    "pitfall.dataset_fields_missing": (
+        "dataset '{dataset}' needs {fields}; the run fails at start without it (give it as KEY=VALUE; for megatron-indexed "
+        "--data-path PREFIX)",
+        "数据集 '{dataset}' 需要 {fields}；缺少时运行会在启动时失败（以 KEY=VALUE 给出；megatron-indexed 可用 --data-path PREFIX）",
+    ),
+    "card.kind_short.library": ("library", "库"),
+    "card.kind_short.benchmark": ("benchmark", "性能"),
+    "card.on": ("on", "开"),
+    "card.off": ("off", "关"),
+    "card.recompute": ("recompute", "重计算"),
+    # reasons inside recommend's errors
+    "recommend.reason.world_not_divisible": (
+        "world size {world} not divisible by TP x PP x CP = {mp}",
+        "总 GPU 数 {world} 不能被 TP x PP x CP = {mp} 整除",
+    ),
+    "recommend.reason.gbs_not_integer": (
+        "GBS {gbs} x {world}/{gpus} is not an integer",
+        "全局批大小 {gbs} x {world}/{gpus} 不是整数",
+    ),
+    "recommend.reason.mount_syntax": ("'{value}' is not SRC[:DST]", "'{value}' 不是 SRC[:DST] 形式"),
+    "recommend.reason.blend_weights": (
+        "give a weight for every prefix (WEIGHT:PREFIX) or for none",
+        "请为每个前缀都给出权重（WEIGHT:PREFIX），或都不给",
+    ),
+    "recommend.reason.env_name": (
+        "'{value}' is not an environment variable name (values never go into a plan)",
+        "'{value}' 不是环境变量名（变量值从不写入计划）",
+    ),
+    "recommend.reason.data_path_dataset": (
+        "only for --dataset megatron-indexed (dataset is '{dataset}')",
+        "仅用于 --dataset megatron-indexed（当前数据集为 '{dataset}'）",
+    ),
+    "recommend.reason.time_syntax": (
+        "'{value}' is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M or D-H:M:S)",
+        "'{value}' 不是 Slurm 时间格式（M、M:S、H:M:S、D-H、D-H:M 或 D-H:M:S）",
+    ),
+    "recommend.reason.time_finite": (
+        "'{value}' asks for no time limit; a job needs a finite one",
+        "'{value}' 表示不限时；作业需要有限的时间限制",
+    ),
+    "recommend.reason.model_required": ("required (or use --smoke-test)", "必填（或使用 --smoke-test）"),
     "pitfall.seq_beyond_model": (
         "sequence length {seq} exceeds the model's max_position_embeddings {max_pos}: needs RoPE scaling or a long-context checkpoint",
         "序列长度 {seq} 超过模型的 max_position_embeddings {max_pos}：需要 RoPE 缩放或长上下文检查点",

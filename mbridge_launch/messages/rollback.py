@@ -13,6 +13,13 @@ MESSAGES = {
         "'{ref}' 既不是台账中的运行，也不是目录；最近的运行：{known}",
     ),
     "ckpt.header": ("checkpoints in {path}", "{path} 中的检查点"),
+    "ckpt.reason.missing_or_incomplete": ("missing or incomplete", "缺失或不完整"),
+    "ckpt.reason.pt_unknown": ("unreadable: matches no iteration's train_state.pt", "无法识别：与任何迭代的 train_state.pt 都不一致"),
+    "ckpt.reason.not_an_iteration": ("not an iteration: {value}", "不是迭代编号：{value}"),
+    "ckpt.reason.no_tracker": ("checkpoints exist but no tracker", "存在检查点但没有跟踪文件"),
+    "ckpt.reason.dir_missing": ("directory missing", "目录不存在"),
+    "ckpt.reason.incomplete": ("incomplete: missing {files}", "不完整：缺少 {files}"),
+    "ckpt.reason.iteration": ("iteration {iteration}", "迭代 {iteration}"),
     "ckpt.none": ("no iter_* checkpoints", "没有 iter_* 检查点"),
     "ckpt.columns": ("ITERATION  COMPLETE  SIZE  SAVED AT  TRACKERS  LOSS", "迭代  完整  大小  保存时间  跟踪文件  损失"),
     "ckpt.complete": ("yes", "是"),
@@ -155,6 +162,34 @@ MESSAGES = {
         "运行 {run}：plan.auto_rollback.enabled 为 false；只报告（传入 --act 仍执行回滚）",
     ),
     "watch.finished": ("run {run} (#{id}) ended: {state}", "运行 {run}（#{id}）已结束：{state}"),
+    "watch.job_started": (
+        "auto-rollback watcher for run {run} (#{id}): Slurm job {job}, starts when job {after} starts",
+        "运行 {run}（#{id}）的自动回滚监视器：Slurm 作业 {job}，在作业 {after} 开始时启动",
+    ),
+    "watch.job_refused": (
+        "the auto-rollback watcher job for run {run} was not submitted ({reason}); the training job is; run `mbridge-launch watch {run}` on a login node instead",
+        "运行 {run} 的自动回滚监视作业未能提交（{reason}）；训练作业已提交；请改为在登录节点上运行 `mbridge-launch watch {run}`",
+    ),
+    "watch.cancelled_by_someone": (
+        "run {run} was cancelled by someone else; the trigger at iteration {iteration} is reported only (no rollback, no resubmission)",
+        "运行 {run} 已被他人取消；迭代 {iteration} 处的触发只报告（不回滚、不重新提交）",
+    ),
+    "watch.terminated": (
+        "watcher of run {run} stopped by SIGTERM (time limit); run still active: successor watcher job {job}",
+        "运行 {run} 的监视器被 SIGTERM 停止（时间限制）；运行仍在进行：后继监视作业 {job}",
+    ),
+    "watch.terminated_idle": (
+        "watcher of run {run} stopped by SIGTERM; the run is no longer active ({state})",
+        "运行 {run} 的监视器被 SIGTERM 停止；该运行已不再进行（{state}）",
+    ),
+    "watch.resubmitted_handover": (
+        "run {run} (#{id}) is followed by its own watcher job from here on",
+        "运行 {run}（#{id}）此后由它自己的监视作业跟踪",
+    ),
+    "watch.handled_cancelled": (
+        "run {run} (#{id}) was cancelled by someone else: nothing done",
+        "运行 {run}（#{id}）已被他人取消：未做任何操作",
+    ),
     "watch.rolled_back_no_resubmit": (
         "run {run} was rolled back and not resubmitted (--no-resubmit)",
         "运行 {run} 已回滚，未重新提交（--no-resubmit）",

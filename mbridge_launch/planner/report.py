@@ -63,17 +63,26 @@ def _rejection_message(r: Rejection, lang: str | None = None) -> str:
     return r.code
 
 
+def _width(text: str) -> int:
+    """Terminal columns of `text` (East Asian wide characters take two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
 def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") -> list[str]:
     """One row per component (bar scaled to HBM) and a stacked bar of the whole GPU, where '|'
     marks the usable limit (HBM minus headroom)."""
     scale = BAR_WIDTH / hbm_gb
     parts = memory.as_dict()
     lines = []
-    label_width = max(len(t(f"planner.memory.{name}")) for name in _COMPONENTS)
+    labels = {name: t(f"planner.memory.{name}") for name in _COMPONENTS}
+    label_width = max(_width(label) for label in labels.values())
     for name in _COMPONENTS:
         value = parts[name]
         bar = "█" * int(round(value * scale))
-        lines.append(f"{indent}  {t(f'planner.memory.{name}'):<{label_width}}  {bar:<{BAR_WIDTH}} {value:7.1f}")
+        label = labels[name] + " " * (label_width - _width(labels[name]))  # CJK glyphs are two columns
+        lines.append(f"{indent}  {label}  {bar:<{BAR_WIDTH}} {value:7.1f}")
     stacked = "".join(_GLYPHS[name] * int(round(parts[name] * scale)) for name in _COMPONENTS)
     limit = int(round(HEADROOM * hbm_gb * scale))
     cells = list(stacked[:BAR_WIDTH * 2].ljust(max(BAR_WIDTH, len(stacked)), "."))

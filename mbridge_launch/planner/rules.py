@@ -230,6 +230,11 @@ def _feature_rules(L: Layout, out: list[Violation]) -> None:
         out.append(_v("RULE_SP_TP", "planner.rule.sp_off", "sp", (True,), severity="warning", tp=L.tp))
     if L.tp == 1 and L.sp:
         out.append(_v("RULE_SP_TP", "planner.rule.sp_tp1", "sp", (False,), severity="warning"))
+    if L.sp and L.tp > 1 and L.seq_length % (L.tp * L.cp):
+        # sequence parallelism scatters each CP rank's seq/CP tokens over the TP ranks
+        valid = [t for t in divisors(L.tp * 8) if (L.seq_length // max(1, L.cp)) % t == 0 and L.seq_length % L.cp == 0]
+        out.append(_v("RULE_SP_SEQ", "planner.rule.sp_seq", "tp", tuple(valid) or (1,), tp=L.tp, cp=L.cp,
+                      seq=L.seq_length))
     if L.cp > 1:
         if L.seq_length % (2 * L.cp):
             valid = [c for c in divisors(L.seq_length // 2) if c <= 64] if L.seq_length % 2 == 0 else [1]

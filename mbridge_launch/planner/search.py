@@ -236,9 +236,11 @@ def search(
     best_per_grid: list[Candidate] = []
     leaders: list[float] = []  # min-heap of the best `top` speeds so far
     skipped = 0
+    first_skipped = ""
     for bound, grid in pending:
         if top and len(leaders) >= top and math.log(bound) < leaders[0]:
             skipped += 1
+            first_skipped = first_skipped or _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp)
             continue
         found = _best_inner(arch, hw, model, grid, precision, goal, options, result)
         if found is not None:
@@ -248,7 +250,7 @@ def search(
                 if len(leaders) > top:
                     heapq.heappop(leaders)
     if skipped:
-        result.rejected["PRUNED_SLOWER"] = Rejection("PRUNED_SLOWER", skipped, "")
+        result.rejected["PRUNED_SLOWER"] = Rejection("PRUNED_SLOWER", skipped, first_skipped)
     ranked = sorted(best_per_grid, key=_rank_key)
     result.candidates = ranked[:top] if top else ranked
     return result

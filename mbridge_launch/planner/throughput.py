@@ -1,20 +1,27 @@
 """Step time, tokens/s/GPU, model TFLOP/s/GPU and MFU of one layout.
 
 Per micro-batch and pipeline stage (forward + backward):
-  compute   dense GEMMs at the precision's peak x CAL.gemm_eff[precision]; flash attention at
-            the bf16 peak x CAL.attn_eff (its softmax share CAL.exp_share runs faster on GPUs with
-            faster exp units); routed-expert grouped GEMMs at CAL.moe_eff of the dense rate;
-            memory-bound element-wise work (norms, activations, casts, permutes) moving
-            CAL.elementwise x the activation bytes through HBM; a fixed launch/host latency per
-            layer (CAL.layer_latency_s) and, for dropless MoE, per MoE layer (CAL.moe_sync_s);
-            full recompute adds a forward pass, selective a few percent.
+  compute   dense GEMMs at the precision's peak x CAL.gemm_eff[precision] x the generation's
+            sustained-speed factor; flash attention at the bf16 peak x CAL.attn_eff, slower on
+            short chunks (CP splits a sequence into 2 x CP chunks; CAL.attn_half_tokens) and with
+            its softmax share CAL.exp_share sped up on GPUs with faster exp units (Blackwell
+            Ultra); routed-expert grouped GEMMs at CAL.moe_eff of the bf16 peak (x
+            CAL.moe_lowp_gain in FP8/FP4), growing with the tokens each local expert receives
+            (CAL.moe_half_tokens); memory-bound element-wise work (norms, activations, casts,
+            permutes) moving CAL.elementwise x the element bytes through HBM; the host's launch
+            time per layer (CAL.layer_latency_s), hidden while GPU work is longer and exposed when
+            layers are short; the dropless-MoE host sync per MoE layer (CAL.moe_sync_s). Full
+            recompute repeats the forward (x4/3), selective a few percent.
   comms     TP (sequence-parallel all-gather/reduce-scatter), CP (KV ring exchange) and EP
-            (all-to-all dispatch/combine) moved over NVLink when the group sits inside one
-            NVLink domain, else the network; the part overlap cannot hide is CAL.*_exposed.
-Per step: (micro-batches + (PP-1)/VP bubble) x stage time, plus pipeline send/receive, the
-data-parallel gradient reduce-scatter / parameter all-gather not hidden behind the last
-micro-batch (Megatron-FSDP: per micro-batch gathers hidden behind compute), and the optimizer.
-Every term is a time added to the GEMM time at or below peak, so no estimate exceeds the peak.
+            (all-to-all dispatch/combine) over NVLink when the group sits inside one NVLink
+            domain, else the network; overlap hides CAL.*_exposed of it at most, never more than
+            the compute there is to hide behind.
+Per step: (micro-batches + (PP-1)/VP bubble) x stage time (stages as uneven as the layer split),
+plus pipeline send/receive (bandwidth + CAL.p2p_latency_s), the data-parallel gradient
+reduce-scatter / parameter all-gather (hierarchical: NVLink inside a domain, every GPU's NIC
+across) not hidden behind the last micro-batch, Megatron-FSDP's per-micro-batch gathers
+(CAL.fsdp_exposed), and the optimizer step (HBM-bound).
+Every term is a time added to GEMM time at or below peak: no estimate exceeds the peak.
 The constants are fitted by benchmarks/fit_constants.py on the published benchmark rows.
 """
 
@@ -41,7 +48,7 @@ class Calibration:
     moe_lowp_gain: float = 1.3  # speed-up of FP8/FP4 grouped GEMMs over bf16 ones
     moe_half_tokens: float = 1500.0  # tokens per expert per micro-batch at which it halves
     elementwise: float = 1.0
-    layer_latency_s: float = 1.5e-4
+    layer_latency_s: float = 1.5e-4  # host launch time per layer and micro-batch (fwd + bwd)
     moe_sync_s: float = 1.0e-3
     tp_exposed: float = 0.35
     cp_exposed: float = 0.35
@@ -56,24 +63,24 @@ class Calibration:
 
 # BEGIN FITTED CONSTANTS (written by benchmarks/fit_constants.py --write)
 CAL = Calibration(
-    gemm_eff={"bf16": 0.6584, "fp8": 0.8548, "fp8mx": 0.7065, "nvfp4": 0.5218},
-    attn_eff=0.4372,
-    attn_half_tokens=3635,
-    exp_share=1,
-    moe_eff=0.3267,
-    moe_lowp_gain=2.172,
-    moe_half_tokens=825.2,
-    elementwise=3.578,
-    layer_latency_s=0.0001403,
-    moe_sync_s=0.0009371,
-    tp_exposed=0.9859,
-    cp_exposed=0.2626,
-    ep_exposed=0.3398,
-    dp_exposed=0.5916,
-    fsdp_exposed=0.2424,
-    p2p_latency_s=0.0007321,
+    gemm_eff={"bf16": 0.6918, "fp8": 0.8172, "fp8mx": 0.6828, "nvfp4": 0.5593},
+    attn_eff=0.411,
+    attn_half_tokens=1568,
+    exp_share=0.9266,
+    moe_eff=0.3223,
+    moe_lowp_gain=2.184,
+    moe_half_tokens=694.4,
+    elementwise=3.731,
+    layer_latency_s=0.003832,
+    moe_sync_s=0.0007244,
+    tp_exposed=0.7776,
+    cp_exposed=0.3625,
+    ep_exposed=0.3007,
+    dp_exposed=0.8433,
+    fsdp_exposed=0.2367,
+    p2p_latency_s=0.0007839,
     link_eff=0.75,
-    generation={"hopper": 1.17, "blackwell": 1, "blackwell_ultra": 1.047},
+    generation={"hopper": 1.128, "blackwell": 1, "blackwell_ultra": 1.06},
 )
 # END FITTED CONSTANTS
 
@@ -187,7 +194,7 @@ class _StepModel:
         self.layers = arch.num_layers + (0 if arch.is_hybrid else (arch.mtp_num_layers if mtp_layers is None else mtp_layers))
         self.attn_layers = counts["attention"]
         self.moe_layers = counts["moe"]
-        self.latency = self.layers * cal.layer_latency_s + (0.0 if moe_token_drop else self.moe_layers * cal.moe_sync_s)
+        self.moe_sync = 0.0 if moe_token_drop else self.moe_layers * cal.moe_sync_s
         self.dense_total = arch.total_params - arch.expert_total_params
         self.expert_total = arch.expert_total_params
         if arch.is_mla:
@@ -259,7 +266,12 @@ class _StepModel:
         e_tp = max(cal.tp_exposed * t_tp, t_tp - compute_all)
         e_cp = max(cal.cp_exposed * t_cp, t_cp - compute_all)
         e_ep = max(cal.ep_exposed * t_ep, t_ep - compute_all)
-        latency = self.latency * recompute_factor
+        # Host-side launch cost per layer: hidden while the GPU has longer work queued (CPU runs
+        # ahead), exposed when layers are short; smoothly lat^2 / (lat + t_layer). Dropless MoE
+        # synchronises host and device every MoE layer, which always costs moe_sync_s.
+        lat = cal.layer_latency_s
+        t_layer = compute_all / max(self.layers, 1)
+        latency = (self.layers * lat * lat / (lat + t_layer) + self.moe_sync) * recompute_factor
         t_mb_all = compute_all + latency + e_tp + e_cp + e_ep
 
         # Pipeline: the slowest stage holds ceil(layers / (pp*vp)) layers per chunk

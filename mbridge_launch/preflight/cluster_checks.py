@@ -18,6 +18,7 @@ from mbridge_launch.preflight.slurm import (
     SlurmClient,
     SlurmUnavailable,
 )
+from mbridge_launch.preflight.storage import detail_text as _d
 from mbridge_launch.slurm_time import format_seconds, parse_seconds
 
 # Systems whose NVLink domain spans nodes: gpu type -> (GPUs per node, GPUs per NVLink domain),
@@ -27,11 +28,22 @@ _SEGMENT_MIN_VERSION = (24, 11)
 
 
 def run_cluster_checks(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
+    from mbridge_launch.i18n import t
+    from mbridge_launch.preflight.progress import Progress
+
+    # three steps that can each take seconds on a busy controller: the queries, the checks (which
+    # may ask sacctmgr / scontrol show config), sbatch --test-only
+    with Progress(ctx.progress_stream, t("preflight.progress.cluster"), 3) as progress:
+        return _cluster_checks(ctx, client, progress)
+
+
+def _cluster_checks(ctx: PreflightContext, client: SlurmClient, progress) -> list[Check]:  # noqa: ANN001
     try:
         partitions = client.partitions()
         nodes = client.nodes()
     except SlurmUnavailable as exc:
         return [Check("cluster.unreachable", "warning", {"reason": str(exc)})]
+    progress.advance()
 
     checks: list[Check] = []
     part = _resolve_partition(ctx, partitions, checks)
@@ -44,10 +56,13 @@ def run_cluster_checks(ctx: PreflightContext, client: SlurmClient) -> list[Check
     checks += _gpus(ctx, part, nodes)
     checks += _nvlink_domain(ctx, client, nodes, part)
     checks += _site_features(ctx, client)
+    progress.advance()
     if any(c.severity == "error" for c in checks):
         checks.append(Check("cluster.test_only_skipped", "info", {}))
     else:
-        checks += _test_only(ctx, client)
+        unavailable = next((c for c in checks if c.code == "cluster.nodes_unavailable"), None)
+        checks += _test_only(ctx, client, unavailable)
+    progress.advance()
     return checks
 
 
@@ -81,7 +96,7 @@ def _account(ctx: PreflightContext, client: SlurmClient, part: Partition) -> lis
     wanted = account.lower()
     params = {"account": account, "partition": part.name}
     if wanted in part.deny_accounts:
-        return [Check("cluster.account_denied", "error", {**params, "allowed": "not " + ", ".join(part.deny_accounts)}, subject=account)]
+        return [Check("cluster.account_denied", "error", {**params, "allowed": _d("accounts_except", accounts=", ".join(part.deny_accounts))}, subject=account)]
     if part.allow_accounts != ("all",) and wanted not in part.allow_accounts:
         return [Check("cluster.account_denied", "error", {**params, "allowed": ", ".join(part.allow_accounts)}, subject=account)]
     user = ctx.env.get("USER") or ctx.env.get("LOGNAME") or getpass.getuser()
@@ -136,9 +151,9 @@ def _describe_gpus(nodes: list[Node]) -> str:
     seen: dict[str, int] = {}
     for node in nodes:
         for gtype, count in node.gpus().items():
-            label = f"{count}x {gtype or 'untyped'}"
+            label = f"{count}x {gtype or _d('untyped')}"
             seen[label] = seen.get(label, 0) + 1
-    return ", ".join(f"{label} ({n} nodes)" for label, n in sorted(seen.items())) or "no GPUs"
+    return ", ".join(_d("gpu_nodes", label=label, count=n) for label, n in sorted(seen.items())) or _d("no_gpus")
 
 
 def _gpus(ctx: PreflightContext, part: Partition, nodes: dict[str, Node]) -> list[Check]:
@@ -209,10 +224,10 @@ def _nvlink_domain(ctx: PreflightContext, client: SlurmClient, nodes: dict[str, 
     domain_nodes = max(1, domain // max(1, per_node))
     want = expected_segment(cluster.nodes, domain_nodes)
     params = {"nodes": cluster.nodes, "segment": cluster.segment, "domain_nodes": domain_nodes, "domain": domain, "expected": want}
+    checks: list[Check] = _node_count_fit(cluster.nodes, domain_nodes, domain, want)
     if cluster.segment is None:
         supported, _, _ = _segment_support(client)
-        return [Check("cluster.nvl72_no_segment", "warning" if supported else "info", params)]
-    checks: list[Check] = []
+        return checks + [Check("cluster.nvl72_no_segment", "warning" if supported else "info", params)]
     if cluster.segment > domain_nodes:
         checks.append(Check("cluster.segment_too_big", "error", params))
     elif cluster.nodes % cluster.segment:
@@ -220,6 +235,24 @@ def _nvlink_domain(ctx: PreflightContext, client: SlurmClient, nodes: dict[str, 
     elif cluster.segment != want:
         checks.append(Check("cluster.segment_unusual", "warning", params))
     return checks
+
+
+def _good_split(nodes: int, domain_nodes: int) -> bool:
+    """Whether `nodes` splits into equal segments of at least half an NVLink domain each."""
+    return nodes <= domain_nodes or expected_segment(nodes, domain_nodes) * 2 >= domain_nodes
+
+
+def _node_count_fit(nodes: int, domain_nodes: int, domain: int, segment: int) -> list[Check]:
+    """More nodes than one NVLink domain holds: the job spans domains, in equal segments of at
+    most a domain. A node count whose best segment is under half a domain (19 nodes of 18-node
+    domains: segments of 1) leaves the cross-node NVLink mostly unused; name the nearest counts
+    that split well."""
+    if _good_split(nodes, domain_nodes):
+        return []
+    lower = next(n for n in range(nodes - 1, 0, -1) if _good_split(n, domain_nodes))
+    upper = next(n for n in range(nodes + 1, nodes + 2 * domain_nodes + 2) if _good_split(n, domain_nodes))
+    return [Check("cluster.nvl72_nodes_split", "warning", {"nodes": nodes, "domain_nodes": domain_nodes, "domain": domain,
+                                                          "segment": segment, "lower": lower, "upper": upper})]
 
 
 def _site_features(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
@@ -240,7 +273,12 @@ def _site_features(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
 
 
 # ---------------------------------------------------------------------- sbatch --test-only
-def _test_only(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
+def _test_only(ctx: PreflightContext, client: SlurmClient, unavailable: Check | None = None) -> list[Check]:
+    """`unavailable`: the nodes_unavailable warning, if there is one. Slurm's test-only refuses a
+    job that cannot be placed on the nodes up NOW ("Requested node configuration is not
+    available") although a real submission would be accepted and wait for the down/drained nodes
+    to return; with enough nodes of the right kind in total (checked above) that refusal is the
+    same warning, not an error."""
     from mbridge_launch.errors import UserError
 
     rendered = ctx.rendered_script()
@@ -257,5 +295,7 @@ def _test_only(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
     verdict = next((line for line in lines if "to start at" in line), None)
     if result.returncode == 0 and verdict is not None:
         return [Check("cluster.test_only_ok", "info", {"result": verdict.removeprefix("sbatch: ")})]
-    reason = lines[-1].removeprefix("sbatch: ") if lines else f"sbatch exited {result.returncode}"
+    reason = lines[-1].removeprefix("sbatch: ") if lines else _d("exited", command="sbatch", code=result.returncode)
+    if unavailable is not None and "node configuration is not available" in reason:
+        return [Check("cluster.test_only_waits", "warning", {"reason": reason, "down": unavailable.params["down"]})]
     return [Check("cluster.test_only_failed", "error", {"reason": reason})]

@@ -33,11 +33,19 @@ def _reason(exc: BaseException) -> str:
     from mbridge_launch.errors import UserError
 
     if isinstance(exc, ModuleNotFoundError):
-        return f"module {exc.name} is not available"
+        from mbridge_launch.i18n import t
+
+        return t("preflight.detail.module_missing", name=exc.name)
     if isinstance(exc, UserError):
         return exc.render()
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _not_found() -> str:
+    from mbridge_launch.i18n import t
+
+    return t("preflight.detail.not_found")
 
 
 @dataclass
@@ -64,7 +72,7 @@ class PreflightContext:
         if cached is _MISSING:
             try:
                 value = build()
-                cached = Lookup(value=value, reason="" if value is not None else "not found")
+                cached = Lookup(value=value, reason="" if value is not None else _not_found())
             except Exception as exc:  # noqa: BLE001 - any failure means "skipped, here is why"
                 cached = Lookup(reason=_reason(exc), error=exc)
             self._cache[name] = cached

@@ -129,7 +129,9 @@ def check_blend(ctx: PreflightContext) -> list[Check]:
     if duplicates:
         checks.append(Check("data.duplicate_prefixes", "warning", {"count": duplicates}))
     resolved = [str(ctx.resolve_path(p)) for p in prefixes]
-    with Progress(ctx.progress_stream, "data", len(resolved)) as progress:
+    from mbridge_launch.i18n import t
+
+    with Progress(ctx.progress_stream, t("preflight.progress.data"), len(resolved)) as progress:
         results = scan_prefixes(resolved, progress)
     checks += summarize_prefixes(results)
     return checks

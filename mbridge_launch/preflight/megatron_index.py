@@ -34,6 +34,13 @@ class PrefixResult:
     documents: int = 0
 
 
+def _d(key: str, **params: object) -> str:
+    """A detail phrase in the user's language (only built for a prefix with a problem)."""
+    from mbridge_launch.i18n import t
+
+    return t(f"preflight.detail.{key}", **params)
+
+
 def check_prefix(prefix: str) -> PrefixResult:
     idx_path, bin_path = prefix + ".idx", prefix + ".bin"
     try:
@@ -43,17 +50,17 @@ def check_prefix(prefix: str) -> PrefixResult:
     except OSError as exc:
         return PrefixResult(prefix, "bin_unreadable", exc.strerror or str(exc))
     if not os.path.isfile(bin_path):
-        return PrefixResult(prefix, "bin_unreadable", "not a regular file")
+        return PrefixResult(prefix, "bin_unreadable", _d("not_regular_file"))
     if bin_size == 0:
         return PrefixResult(prefix, "bin_empty")
     if not os.access(bin_path, os.R_OK):
-        return PrefixResult(prefix, "bin_unreadable", "permission denied")
+        return PrefixResult(prefix, "bin_unreadable", _d("permission_denied"))
     try:
         fd = os.open(idx_path, os.O_RDONLY)
     except FileNotFoundError:
         return PrefixResult(prefix, "idx_missing")
     except IsADirectoryError:
-        return PrefixResult(prefix, "idx_unreadable", "is a directory")
+        return PrefixResult(prefix, "idx_unreadable", _d("is_directory"))
     except OSError as exc:
         return PrefixResult(prefix, "idx_unreadable", exc.strerror or str(exc))
     try:
@@ -72,7 +79,7 @@ def _check_index(prefix: str, fd: int, bin_size: int) -> PrefixResult:
     if len(head) < len(MAGIC) or head[: len(MAGIC)] != MAGIC:
         return PrefixResult(prefix, "idx_not_megatron", head[:9].hex())
     if len(head) < HEADER.size:
-        return PrefixResult(prefix, "idx_truncated", f"{idx_size} bytes, header needs {HEADER.size}")
+        return PrefixResult(prefix, "idx_truncated", _d("header_needs", size=idx_size, expected=HEADER.size))
     _, version, dtype_code, seqs, docs = HEADER.unpack(head)
     if version not in SUPPORTED_VERSIONS:
         return PrefixResult(prefix, "idx_bad_version", str(version))
@@ -81,9 +88,9 @@ def _check_index(prefix: str, fd: int, bin_size: int) -> PrefixResult:
         return PrefixResult(prefix, "idx_bad_dtype", str(dtype_code))
     expected = HEADER.size + seqs * 4 + seqs * 8 + docs * 8
     if idx_size < expected:
-        return PrefixResult(prefix, "idx_truncated", f"{idx_size} bytes, header promises {expected}")
+        return PrefixResult(prefix, "idx_truncated", _d("header_promises", size=idx_size, expected=expected))
     if idx_size not in (expected, expected + seqs):  # + sequence_modes for multimodal data
-        return PrefixResult(prefix, "idx_size_mismatch", f"{idx_size} bytes, header promises {expected}")
+        return PrefixResult(prefix, "idx_size_mismatch", _d("header_promises", size=idx_size, expected=expected))
     if seqs == 0:
         return PrefixResult(prefix, "idx_no_sequences", "", bin_size, 0, docs)
     # last length and last pointer tell how large the .bin must be
@@ -91,9 +98,9 @@ def _check_index(prefix: str, fd: int, bin_size: int) -> PrefixResult:
     (last_ptr,) = struct.unpack("<q", os.pread(fd, 8, HEADER.size + seqs * 4 + (seqs - 1) * 8))
     needed = last_ptr + last_len * itemsize
     if bin_size < needed:
-        return PrefixResult(prefix, "bin_truncated", f"{bin_size} bytes, index needs {needed}", bin_size, seqs, docs)
+        return PrefixResult(prefix, "bin_truncated", _d("index_needs", size=bin_size, expected=needed), bin_size, seqs, docs)
     if bin_size > needed:
-        return PrefixResult(prefix, "bin_size_mismatch", f"{bin_size} bytes, index covers {needed}", bin_size, seqs, docs)
+        return PrefixResult(prefix, "bin_size_mismatch", _d("index_covers", size=bin_size, expected=needed), bin_size, seqs, docs)
     return PrefixResult(prefix, None, "", bin_size, seqs, docs)
 
 

@@ -131,7 +131,9 @@ def run_node_checks(ctx: PreflightContext, client: SlurmClient, timeout_s: float
     if result.returncode != 0 or not job_id.isdigit():
         lines = (result.stderr or result.stdout).strip().splitlines()
         return [Check("nodes.submit_failed", "error", {"reason": lines[-1] if lines else f"sbatch exited {result.returncode}"})]
-    with Progress(ctx.progress_stream, f"node check (job {job_id})", int(timeout_s)) as progress:
+    from mbridge_launch.i18n import t
+
+    with Progress(ctx.progress_stream, t("preflight.progress.nodes", job=job_id), int(timeout_s)) as progress:
         state = _wait(client, job_id, timeout_s, progress)
     output_path = out_dir / f"node-check-{job_id}.out"
     if state is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
-from mbridge_launch.preflight.storage import existing_ancestor, free_bytes, storage_kind, writable
+from mbridge_launch.preflight.storage import detail_text, existing_ancestor, free_bytes, storage_kind, writable
 
 # Pyxis/enroot image references: [USER@][REGISTRY#]IMAGE[:TAG|@DIGEST], and docker style
 # registry/namespace/image:tag. Components follow the OCI distribution grammar.
@@ -56,11 +56,11 @@ def check_container_image(ctx: PreflightContext) -> list[Check]:
         if not path.exists():
             return [Check("path.image_missing", "error", {"path": str(path)}, subject=str(path))]
         if not path.is_file():
-            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": "not a regular file"}, subject=str(path))]
+            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": detail_text("not_regular_file")}, subject=str(path))]
         if not os.access(path, os.R_OK):
-            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": "permission denied"}, subject=str(path))]
+            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": detail_text("permission_denied")}, subject=str(path))]
         if path.stat().st_size == 0:
-            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": "empty file"}, subject=str(path))]
+            return [Check("path.image_unreadable", "error", {"path": str(path), "reason": detail_text("empty_file")}, subject=str(path))]
         if ctx.plan.cluster.nodes > 1:
             kind, why = storage_kind(path, dict(ctx.env))
             if kind == "node_local":

@@ -41,7 +41,7 @@ class Progress:
     def close(self) -> None:
         with self._lock:
             if self.stream is not None and self._drawn:
-                self.stream.write("\r" + " " * (len(self.label) + WIDTH + 30) + "\r")
+                self.stream.write("\r" + " " * (2 * len(self.label) + WIDTH + 30) + "\r")  # CJK: 2 columns
                 self.stream.flush()
 
     def __enter__(self) -> "Progress":

@@ -23,6 +23,12 @@ _BAD_FLAGS = {"drain", "draining", "drained", "fail", "failing", "maint", "not_r
 _KV = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:.]*)=")
 
 
+def _d(key: str, **params: object) -> str:
+    from mbridge_launch.i18n import t
+
+    return t(f"preflight.detail.{key}", **params)
+
+
 class SlurmUnavailable(Exception):
     """Slurm's commands are missing or cannot reach a controller."""
 
@@ -193,14 +199,14 @@ class SlurmClient:
         conf = self.env.get("SLURM_CONF")
         if conf and not os.path.isfile(conf):
             # Slurm's commands retry a missing config file for 60 s before giving up
-            raise SlurmUnavailable(f"SLURM_CONF={conf} does not exist")
+            raise SlurmUnavailable(_d("slurm_conf_missing", path=conf))
         self.calls.append(list(argv))
         try:
             result = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=self.env, timeout=timeout, check=False)
         except FileNotFoundError:
-            raise SlurmUnavailable(f"{argv[0]} not found on PATH") from None
+            raise SlurmUnavailable(_d("command_missing", command=argv[0])) from None
         except subprocess.TimeoutExpired:
-            raise SlurmUnavailable(f"{' '.join(argv)} did not answer within {timeout:.0f}s") from None
+            raise SlurmUnavailable(_d("command_timeout", command=" ".join(argv), seconds=f"{timeout:.0f}")) from None
         if cache:
             self._memo[key] = result
         return result
@@ -209,7 +215,7 @@ class SlurmClient:
         result = self.run(argv)
         if result.returncode != 0:
             message = (result.stderr or result.stdout).strip().splitlines()
-            raise SlurmUnavailable(message[-1] if message else f"{argv[0]} exited {result.returncode}")
+            raise SlurmUnavailable(message[-1] if message else _d("exited", command=argv[0], code=result.returncode))
         return result.stdout
 
     # ------------------------------------------------------------------ queries

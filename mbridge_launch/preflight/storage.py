@@ -112,24 +112,31 @@ def storage_kind(path: Path, env: dict[str, str] | None = None) -> tuple[str, st
     return "local_fs", fstype
 
 
+def detail_text(key: str, **params: object) -> str:
+    """A phrase (preflight.detail.KEY) used inside other messages, in the user's language."""
+    from mbridge_launch.i18n import t
+
+    return t(f"preflight.detail.{key}", **params)
+
+
 def writable(path: Path) -> tuple[bool, str]:
     """Could this process create `path` (or files in it)? os.access alone is not enough for root,
     who passes every mode check: a read-only or pseudo file system, or a file where a directory
     must be, stops root too."""
     anchor = existing_ancestor(path)
     if not anchor.is_dir():
-        return False, f"{anchor} is not a directory"
+        return False, detail_text("not_a_directory", path=anchor)
     mount = mount_of(anchor)
     if mount is not None and mount.fstype in PSEUDO_FSTYPES:
-        return False, f"{anchor} is on a {mount.fstype} pseudo file system"
+        return False, detail_text("pseudo_fs", path=anchor, fstype=mount.fstype)
     try:
         flags = os.statvfs(anchor).f_flag
     except OSError as exc:
         return False, exc.strerror or str(exc)
     if flags & os.ST_RDONLY:
-        return False, f"{anchor} is on a read-only file system"
+        return False, detail_text("read_only_fs", path=anchor)
     if not os.access(anchor, os.W_OK | os.X_OK):
-        return False, f"{anchor}: permission denied"
+        return False, detail_text("path_permission_denied", path=anchor)
     return True, str(anchor)
 
 

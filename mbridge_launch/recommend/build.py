@@ -8,7 +8,7 @@ from typing import Any
 from mbridge_launch.changecontrol import LAYOUT_KEYS, classify
 from mbridge_launch.errors import NoLayoutError, UserError
 from mbridge_launch.i18n import t
-from mbridge_launch.recommend import select
+from mbridge_launch.recommend import select, settings
 from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_vlm, vlm_selectors
 from mbridge_launch.recommend.pitfalls import find_pitfalls
 from mbridge_launch.recommend.request import Request
@@ -25,6 +25,9 @@ class Change:
     change_class: str
     reason: str
     source: str  # resize | user | dataset | launcher
+    # True: a KEY=VALUE override the Plan carries in `overrides`. False: carried by another Plan
+    # field (--mode for the PEFT scheme, --dataset, checkpoint paths, dataset.data_path).
+    as_override: bool = True
 
     def as_json(self) -> dict[str, Any]:
         return {"field": self.field, "from": self.from_, "to": self.to, "class": self.change_class,
@@ -49,19 +52,19 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
 
 
-def _recipe_layout(recipe: Any, world: int) -> Any:
+def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = None) -> Any:
+    """The recipe's layout at `world` GPUs, with the user's recompute/FSDP/packing overrides
+    (they change what fits and which rules apply: packing needs MBS=1)."""
     from mbridge_launch.planner.rules import Layout
 
+    overrides = overrides or {}
     return Layout(tp=recipe.tp or 1, pp=recipe.pp or 1, vp=recipe.vp or None, cp=recipe.cp or 1,
                   ep=recipe.ep or 1, etp=recipe.etp, sp=bool(recipe.sp), mbs=recipe.mbs or 1,
                   gbs=recipe.gbs or 1, seq_length=recipe.seq_length or recipe.dataset_seq_length or 4096,
-                  world=world, recompute=_recompute(recipe), fsdp=bool((recipe.features or {}).get("use_megatron_fsdp")),
+                  world=world, recompute=settings.recompute(recipe, overrides),
+                  fsdp=settings.megatron_fsdp(recipe, overrides),
+                  packing=bool(settings.offline_packing(recipe, overrides).value),
                   cp_comm_type=(recipe.features or {}).get("cp_comm_type"))
-
-
-def _recompute(recipe: Any) -> str:
-    granularity = (recipe.features or {}).get("recompute_granularity")
-    return granularity if granularity in ("selective", "full") else "none"
 
 
 def _nodes_for(gpus: int, per_node: int, gpu_type: str) -> tuple[int, int]:
@@ -72,24 +75,32 @@ def _nodes_for(gpus: int, per_node: int, gpu_type: str) -> tuple[int, int]:
     return gpus // per_node, per_node
 
 
-def _weak_scale(recipe: Any, world: int) -> tuple[Any, int | None]:
-    layout = _recipe_layout(recipe, world)
+def _weak_scale(recipe: Any, world: int, overrides: dict[str, str]) -> tuple[Any, int | None]:
+    layout = _recipe_layout(recipe, world, overrides)
     mp = layout.tp * layout.pp * layout.cp
     if world % mp:
         raise NoLayoutError("recommend.weak_scale_impossible", recipe=recipe.name, from_gpus=recipe.gpus,
-                            to_gpus=world, reason=f"world size {world} not divisible by TP x PP x CP = {mp}")
+                            to_gpus=world, reason=t("recommend.reason.world_not_divisible", world=world, mp=mp))
     if world == recipe.gpus:
         return layout, None
     scaled = layout.gbs * world / recipe.gpus
     if scaled != int(scaled):
         raise NoLayoutError("recommend.weak_scale_impossible", recipe=recipe.name, from_gpus=recipe.gpus,
-                            to_gpus=world, reason=f"GBS {layout.gbs} x {world}/{recipe.gpus} is not an integer")
+                            to_gpus=world, reason=t("recommend.reason.gbs_not_integer", gbs=layout.gbs, world=world,
+                                                    gpus=recipe.gpus))
     return replace(layout, gbs=int(scaled)), layout.gbs
 
 
-def _apply_user_layout(layout: Any, request: Request) -> Any:
+def _apply_user_layout(layout: Any, request: Request, recipe: Any) -> Any:
+    """The user's layout overrides on top of the resized layout. Recompute, FSDP and packing
+    overrides win over the planner's choice too (the planner does not know packing needs MBS=1)."""
     names = {v: k for k, v in LAYOUT_KEYS.items()}
-    updates: dict[str, Any] = {}
+    overrides = {o.path: o.value or "" for o in request.overrides}
+    updates: dict[str, Any] = {"packing": bool(settings.offline_packing(recipe, overrides).value)}
+    if "model.recompute_granularity" in overrides:
+        updates["recompute"] = settings.recompute(recipe, overrides)
+    if any(k in overrides for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")):
+        updates["fsdp"] = settings.megatron_fsdp(recipe, overrides)
     for o in request.overrides:
         attr = names.get(o.path)
         if attr is None or o.value is None:
@@ -104,7 +115,7 @@ def _apply_user_layout(layout: Any, request: Request) -> Any:
         if value <= 0:
             raise UserError("recommend.override_int", setting=o.key, value=o.value)
         updates[attr] = value
-    return replace(layout, **updates) if updates else layout
+    return replace(layout, **updates)
 
 
 def recommend(request: Request) -> Recommendation:
@@ -112,9 +123,12 @@ def recommend(request: Request) -> Recommendation:
     from mbridge_launch.hardware import get_hardware
     from mbridge_launch.models import arch_from_hf_config, load_arch, resolve_model
     from mbridge_launch.planner import rules
+    from mbridge_launch.recommend import changes
 
     hardware = get_hardware(request.gpu_type)
     gpu_type = hardware.name
+    if request.precision:
+        hardware.check_precision(request.precision)  # fp8mx / nvfp4 need Blackwell: exit 2, not a bad plan
     catalog = load_catalog(request.catalog_version)
     model = resolve_model(request.model)
     arch = arch_from_hf_config(request.hf_config) if request.hf_config else load_arch(model)
@@ -126,47 +140,71 @@ def recommend(request: Request) -> Recommendation:
                                        seq_length=request.seq_length, gpu_type=gpu_type,
                                        precision=request.precision, gpus=request.gpus)
     dataset, notes = choose_dataset(request.goal, recipe, request.dataset)
-    precision = recipe.precision or "bf16"
-    world, resized, raised_from = _fit_world(request, recipe, arch, hardware, precision)
+    precision = request.precision or recipe.precision or "bf16"
+    overrides = {o.path: o.value or "" for o in request.overrides}
+    world, resized, raised_from = _fit_world(request, recipe, arch, hardware, precision, overrides)
     nodes, per_node = _nodes_for(world, hardware.gpus_per_node, gpu_type)
     rec = Recommendation(request, model, recipe, catalog, hardware, arch, dataset, None, nodes, per_node, notes=notes)
     if raised_from is not None:
         rec.notes.append(t("recommend.gpus_raised", recipe=recipe.name, from_gpus=raised_from, to_gpus=world))
 
     if recipe.kind == "benchmark":
-        layout, old_gbs = _weak_scale(recipe, world)
+        layout, old_gbs = _weak_scale(recipe, world, overrides)
         resized = Resized(layout, None, old_gbs)
         if old_gbs is not None:
             rec.changes.append(Change("train.global_batch_size", old_gbs, layout.gbs, "benchmark_only",
                                       t("change.reason.weak_scale", from_gpus=recipe.gpus, to_gpus=world,
                                         old=old_gbs, new=layout.gbs), "resize"))
-    layout = _apply_user_layout(resized.layout, request)
+    planned = _explicit_etp(resized.layout, recipe)
+    layout = _apply_user_layout(planned, request, recipe)
     errors = [v for v in rules.check_layout(layout, arch, hardware) if v.severity == "error"]
     if errors:
         raise _override_error(errors, request)
     rec.layout = layout
-    rec.estimate = resized.estimate if layout == resized.layout else _estimate(layout, arch, hardware, precision, request.goal)
-    _record_layout_changes(rec, _recipe_layout(recipe, world), layout, resized)
-    _record_user_changes(rec)
-    overrides = {o.path: o.value or "" for o in request.overrides}
-    rec.warnings = find_pitfalls(recipe=recipe, layout=layout, arch=arch, gpu_type=gpu_type, dataset=dataset,
-                                 dataset_is_vlm=selector_is_vlm(dataset), vlm_choices=vlm_selectors(),
-                                 overrides=overrides, recompute=layout.recompute)
+    same = layout == resized.layout
+    rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal)
+    changes.record_layout_changes(rec, _recipe_layout(recipe, world, overrides), layout)
+    changes.record_user_changes(rec)
+    changes.record_choice_changes(rec)
+    rec.warnings = find_pitfalls(recipe=recipe, layout=layout, arch=arch, hardware=hardware, dataset=dataset,
+                                 dataset_is_vlm=_dataset_has_images(recipe, dataset), vlm_choices=vlm_selectors(request.goal),
+                                 overrides=overrides,
+                                 seq_changed=any(c.field == "model.seq_length" for c in rec.changes))
     if arch is None:
         rec.warnings.append(("ARCH_UNKNOWN", t("pitfall.arch_unknown", model=model)))
     if resized.gbs_changed_from is not None and recipe.kind == "library":
         rec.warnings.append(("GBS_CHANGED", t("pitfall.gbs_changed", old=resized.gbs_changed_from, new=layout.gbs)))
-    if recipe.hardware and recipe.hardware != gpu_type and gpu_type not in ("h200",):
-        kind = t(f"card.kind.{recipe.kind}")
-        rec.warnings.append(("HARDWARE_SUBSTITUTE", t("pitfall.hardware_substitute", kind=kind, gpu_type=gpu_type,
-                                                     hardware=recipe.hardware, recipe=recipe.name)))
+    # an H100 recipe on H200 is the same compute generation with more memory: no substitute
+    substitute = recipe.hardware and recipe.hardware != gpu_type and (recipe.hardware, gpu_type) != ("h100", "h200")
+    if substitute and not any(code == "BLACKWELL_ONLY" for code, _ in rec.warnings):
+        rec.warnings.append(("HARDWARE_SUBSTITUTE", t("pitfall.hardware_substitute", kind=t(f"card.kind_short.{recipe.kind}"),
+                                                     gpu_type=gpu_type, hardware=recipe.hardware, recipe=recipe.name)))
     if rec.estimate is not None and not getattr(rec.estimate, "fits", True):
         rec.warnings.append(("MEMORY_OVER", t("pitfall.memory_over", mem=rec.estimate.memory_total_gb,
                                               limit=rec.estimate.memory_limit_gb, hbm=hardware.hbm_gb)))
     return rec
 
 
-def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precision: str) -> tuple[int, Any, int | None]:
+def _dataset_has_images(recipe: Any, selector: str) -> bool | None:
+    """The recipe's own dataset under its own selector keeps its modality (a VLM recipe's mock
+    data is image-text); any other selector has the modality of the selector."""
+    own = recipe.dataset or {}
+    if selector == own.get("selector") and own.get("modality") in ("vlm", "text"):
+        return own["modality"] == "vlm"
+    return selector_is_vlm(selector)
+
+
+def _explicit_etp(layout: Any, recipe: Any) -> Any:
+    """The planner leaves ETP unset (None: 1 in its rules, and Bridge's default with EP > 1);
+    where the recipe sets ETP, keep it explicit so that no spurious 'ETP 1 -> None' change or an
+    unparsable `=None` override reaches the command."""
+    if layout.etp is None and recipe.etp is not None:
+        return replace(layout, etp=layout.etp_size)
+    return layout
+
+
+def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precision: str,
+               overrides: dict[str, str]) -> tuple[int, Any, int | None]:
     """The GPU count and resized layout. With --gpus the user's count is final. Without it the
     recipe's canonical count is used, or, when the memory model says the recipe's layout cannot fit
     there, the smallest count (doubling, up to 8x) that fits, reported as a note."""
@@ -179,9 +217,10 @@ def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precisio
     for i, world in enumerate(counts):
         if world > hardware.gpus_per_node and world % hardware.gpus_per_node:
             continue
-        seq = request.seq_length or _recipe_layout(recipe, world).seq_length
+        base = _recipe_layout(recipe, world, overrides)
+        seq = request.seq_length or base.seq_length
         try:
-            resized = resize_layout(_recipe_layout(recipe, world), world=world, seq_length=seq, arch=arch,
+            resized = resize_layout(base, world=world, seq_length=seq, arch=arch,
                                     hardware=hardware, precision=precision, goal=request.goal)
         except NoLayoutError:
             if i == len(counts) - 1:
@@ -208,33 +247,3 @@ def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) 
     from mbridge_launch.planner.search import estimate_layout
 
     return estimate_layout(layout, arch, hardware, precision=precision, goal=goal)
-
-
-def _record_layout_changes(rec: Recommendation, before: Any, after: Any, resized: Resized) -> None:
-    user_keys = {o.path for o in rec.request.overrides}
-    for attr, key in LAYOUT_KEYS.items():
-        old, new = getattr(before, attr), getattr(after, attr)
-        if old == new or key in user_keys:
-            continue
-        if attr == "gbs" and rec.recipe.kind == "benchmark":
-            continue  # recorded as the weak-scaling change
-        if attr == "seq_length":
-            cls = classify(key)
-            rec.changes.append(Change(key, old, new, cls.change_class, t("change.reason.user_seq_length"), "user"))
-            continue
-        if attr == "gbs":
-            reason = t("change.reason.resize_gbs", old=old, mbs=after.mbs, dp=after.dp, gpus=after.world)
-            rec.changes.append(Change(key, old, new, "convergence", reason, "resize"))
-            continue
-        cls = classify(key, gbs_fixed=before.gbs == after.gbs)
-        reason = t("change.reason.resize", from_gpus=rec.recipe.gpus, to_gpus=after.world) + "; " + t(cls.reason_key)
-        rec.changes.append(Change(key, old, new, cls.change_class, reason, "resize"))
-
-
-def _record_user_changes(rec: Recommendation) -> None:
-    recipe_values = rec.recipe.megatron_fields() if hasattr(rec.recipe, "megatron_fields") else {}
-    for o in rec.request.overrides:
-        cls = classify(o.path, gbs_fixed="train.global_batch_size" not in {x.path for x in rec.request.overrides})
-        leaf = o.path.split(".")[-1]
-        rec.changes.append(Change(o.path, recipe_values.get(leaf), o.value, cls.change_class, t(cls.reason_key), "user"))
-

@@ -18,8 +18,10 @@ def _names(mode: str, modality: str | None = None) -> str:
     return ", ".join(s.name for s in datasets.selectors_for(mode, modality))
 
 
-def vlm_selectors() -> list[str]:
-    return [s.name for s in datasets.load_datasets().values() if s.modality == "vlm"]
+def vlm_selectors(goal: str | None = None) -> list[str]:
+    """Selectors with images (or either kind, like energon) that `goal` may use."""
+    return [s.name for s in datasets.load_datasets().values()
+            if s.modality in ("vlm", "any") and (goal is None or s.allows(goal))]
 
 
 def selector_is_vlm(selector: str) -> bool | None:

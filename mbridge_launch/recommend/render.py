@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from mbridge_launch.i18n import t
+from mbridge_launch.recommend.settings import override_text
+
+
+def all_changes(rec: Any, plan: Any) -> list[Any]:
+    """The recommendation's changes and the launcher's (checkpoint paths, data paths)."""
+    from mbridge_launch.recommend.to_plan import launcher_changes
+
+    return [*rec.changes, *launcher_changes(rec, plan)]
 
 
 def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
@@ -24,7 +32,7 @@ def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
             "seq_length": layout.seq_length, "nodes": rec.nodes, "gpus_per_node": rec.gpus_per_node,
             "recompute": layout.recompute, "fsdp": layout.fsdp,
         },
-        "changes": [c.as_json() for c in rec.changes],
+        "changes": [c.as_json() for c in all_changes(rec, plan)],
         "warnings": [{"code": code, "message": message} for code, message in rec.warnings],
         "notes": rec.notes,
         "estimate": None if est is None else plan.estimates.model_dump(mode="json"),
@@ -46,8 +54,8 @@ def as_card(rec: Any, plan: Any, command: str) -> str:
     vp = layout.vp if layout.vp else "-"
     etp = layout.etp if layout.etp else "-"
     lines.append(f"{t('card.layout')}: TP={layout.tp} PP={layout.pp} VP={vp} CP={layout.cp} EP={layout.ep} "
-                 f"ETP={etp} SP={'on' if layout.sp else 'off'} DP={layout.dp}"
-                 + (f" recompute={layout.recompute}" if layout.recompute != "none" else "")
+                 f"ETP={etp} SP={t('card.on') if layout.sp else t('card.off')} DP={layout.dp}"
+                 + (f" {t('card.recompute')}={layout.recompute}" if layout.recompute != "none" else "")
                  + (" FSDP" if layout.fsdp else ""))
     lines.append(f"{t('card.batch')}: " + t("card.batch_line", mbs=layout.mbs, gbs=layout.gbs,
                                            ga=layout.gbs // max(1, layout.mbs * layout.dp), seq=layout.seq_length))
@@ -59,10 +67,12 @@ def as_card(rec: Any, plan: Any, command: str) -> str:
     lines.append(f"{t('card.command')}:")
     lines.append(f"    {command}")
     lines.append(f"{t('card.changes')}:")
-    if not rec.changes:
+    changes = all_changes(rec, plan)
+    if not changes:
         lines.append(f"    {t('card.no_changes')}")
-    for c in rec.changes:
-        lines.append(f"    [{t('change.class.' + c.change_class)}] {c.field}: {c.from_} -> {c.to}  ({c.reason})")
+    for c in changes:
+        lines.append(f"    [{t('change.class.' + c.change_class)}] {c.field}: {override_text(c.from_)} -> "
+                     f"{override_text(c.to)}  ({c.reason})")
     if rec.warnings or rec.notes:
         lines.append(f"{t('card.warnings')}:")
         for code, message in rec.warnings:

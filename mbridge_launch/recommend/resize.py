@@ -56,12 +56,22 @@ def resize_layout(recipe_layout: Any, *, world: int, seq_length: int, arch: Any,
 
     target_cp = _cp_for_seq(recipe_layout.cp, recipe_layout.seq_length, seq_length)
     keep = replace(recipe_layout, world=world, seq_length=seq_length, cp=target_cp, sp=recipe_layout.tp > 1)
-    if world % (keep.tp * keep.pp * keep.cp) == 0:
-        keep, gbs_from = _fix_batch(keep, recipe_layout.gbs)
-        if not _errors(rules, keep, arch, hardware):
-            estimate = _planner_estimate(keep, arch, hardware, precision, goal)
-            if estimate is None or getattr(estimate, "fits", True):
-                return Resized(keep, estimate, gbs_from)
+    # A longer sequence than the recipe's: CP grows with it at most (the recipe's tokens per GPU);
+    # with a memory estimate, the smallest CP that fits wins, since CP costs communication and
+    # takes GPUs from data parallelism (an 8B LoRA at 16k needs no CP=8).
+    cps = [target_cp]
+    if target_cp > recipe_layout.cp and arch is not None and not getattr(arch, "missing", ()):
+        cps = [c for c in (recipe_layout.cp * 2 ** k for k in range(target_cp.bit_length())) if c <= target_cp]
+    for cp in cps:
+        candidate = replace(keep, cp=cp)
+        if world % (candidate.tp * candidate.pp * candidate.cp):
+            continue
+        candidate, gbs_from = _fix_batch(candidate, recipe_layout.gbs)
+        if _errors(rules, candidate, arch, hardware):
+            continue
+        estimate = _planner_estimate(candidate, arch, hardware, precision, goal)
+        if estimate is None or getattr(estimate, "fits", True):
+            return Resized(candidate, estimate, gbs_from)
     planned = _planner_best(keep, arch, hardware, world, precision, goal)
     if planned is not None:
         return planned
@@ -92,8 +102,13 @@ def _planner_best(prefer: Any, arch: Any, hardware: Any, world: int, precision: 
         reasons = sorted(found.rejected.values(), key=lambda r: -r.count)
         reason = "; ".join(f"{r.code} x{r.count}" + (f" (e.g. {r.example})" if r.example else "") for r in reasons[:3])
         raise NoLayoutError("recommend.no_layout", model=arch.name, gpus=world, gpu_type=hardware.name,
-                            seq=prefer.seq_length, reason=reason or "no candidate")
+                            seq=prefer.seq_length, reason=reason or "-")
     layout = result.layout
+    if prefer.packing and (layout.mbs != 1 or not layout.packing):
+        # the search does not model sequence packing, which needs MBS=1 (facts section 3); GBS
+        # stays divisible (it was by MBS x DP) and a smaller micro batch only needs less memory
+        layout = replace(layout, mbs=1, packing=True)
+        result = _planner_estimate(layout, arch, hardware, precision, goal)
     return Resized(layout, result, prefer.gbs if layout.gbs != prefer.gbs else None)
 
 
@@ -128,7 +143,7 @@ def _closest_valid(target: Any, recipe_gbs: int, world: int, arch: Any, hardware
                     if best is None or score < best[0]:
                         best = (score, cand, gbs_from)
     if best is None:
-        reason = first_reason.message() if first_reason is not None else "no rule-valid grid"
+        reason = first_reason.message() if first_reason is not None else "-"
         raise NoLayoutError("recommend.no_layout", model=getattr(arch, "name", "?"), gpus=world,
                             gpu_type=getattr(hardware, "name", "?"), seq=target.seq_length, reason=reason)
     return Resized(best[1], None, best[2])

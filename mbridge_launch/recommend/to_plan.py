@@ -7,10 +7,12 @@ from typing import Any
 
 from mbridge_launch import slurm_time
 from mbridge_launch.errors import UserError
+from mbridge_launch.i18n import t
 from mbridge_launch.perf_env import NVL72, nvl72_segment, perf_env
 from mbridge_launch.plan import (AutoRollback, CatalogRef, CheckpointPaths, Cluster, ClusterProfile, DatasetSpec,
                                  Estimates, Launch, Mount, Override, Parallelism, Plan, PlanWarning, RecipeRef)
 from mbridge_launch.quoting import is_env_name, is_safe_name
+from mbridge_launch.recommend.settings import RECIPE_DEFAULT_CHECKPOINT_DIR, override_text
 
 
 @dataclass
@@ -42,7 +44,7 @@ def _mounts(items: list[str]) -> list[Mount]:
     for item in items:
         source, _, target = item.partition(":")
         if not source:
-            raise UserError("arg.invalid", flag="--mount", reason=f"'{item}' is not SRC[:DST]")
+            raise UserError("arg.invalid", flag="--mount", reason=t("recommend.reason.mount_syntax", value=item))
         mounts.append(Mount(source=source, target=target or source))
     return mounts
 
@@ -62,7 +64,7 @@ def _blend(items: list[str]) -> tuple[list[str], list[float] | None]:
             weights.append(weight)
             paths.append(tail)
     if weights and len(weights) != len(paths):
-        raise UserError("arg.invalid", flag="--data-path", reason="give a weight for every prefix (WEIGHT:PREFIX) or for none")
+        raise UserError("arg.invalid", flag="--data-path", reason=t("recommend.reason.blend_weights"))
     return paths, (weights or None)
 
 
@@ -70,7 +72,7 @@ def _env_names(names: list[str]) -> tuple[list[str], list[str]]:
     env, secrets = [], []
     for name in names:
         if not is_env_name(name):
-            raise UserError("arg.invalid", flag="--env", reason=f"'{name}' is not an environment variable name (values never go into a plan)")
+            raise UserError("arg.invalid", flag="--env", reason=t("recommend.reason.env_name", value=name))
         (secrets if any(s in name.upper() for s in _SECRET_NAMES) else env).append(name)
     return env, secrets
 
@@ -81,25 +83,25 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
     if not is_safe_name(name):
         raise UserError("shell.unsafe_name", what="--name", value=name)
     try:
-        if slurm_time.parse_seconds(flags.time) is None:
-            raise ValueError("a job needs a finite time limit")
-    except ValueError as exc:
-        raise UserError("arg.invalid", flag="--time", reason=str(exc)) from None
+        seconds = slurm_time.parse_seconds(flags.time)
+    except ValueError:
+        raise UserError("arg.invalid", flag="--time", reason=t("recommend.reason.time_syntax", value=flags.time)) from None
+    if not seconds:  # None is UNLIMITED; 0 asks Slurm for no limit at all
+        raise UserError("arg.invalid", flag="--time", reason=t("recommend.reason.time_finite", value=flags.time))
     recipe = rec.recipe
     paths, weights = _blend(flags.data_paths)
     if paths and rec.dataset != "megatron-indexed":
-        raise UserError("arg.invalid", flag="--data-path", reason=f"only for --dataset megatron-indexed (dataset is '{rec.dataset}')")
+        raise UserError("arg.invalid", flag="--data-path", reason=t("recommend.reason.data_path_dataset", dataset=rec.dataset))
+    _warn_missing_dataset_fields(rec, paths)
     env, secrets = _env_names(flags.env)
     world = rec.nodes * rec.gpus_per_node
     save = f"{flags.save_dir.rstrip('/')}/{name}" if flags.save_dir else f"nemo_experiments/{name}/checkpoints"
+    # changes carried by other Plan fields (--mode, --dataset) are not KEY=VALUE overrides
     overrides = [
-        Override(key=c.field, value=_text(c.to), **{"from": None if c.from_ is None else _text(c.from_)},
+        Override(key=c.field, value=override_text(c.to), **{"from": None if c.from_ is None else override_text(c.from_)},
                  **{"class": c.change_class}, reason=c.reason, source=c.source)
-        for c in rec.changes
+        for c in rec.changes if c.as_override
     ]
-    if any(o.key == "model.seq_length" for o in overrides) and not any(o.key == "dataset.seq_length" for o in overrides):
-        seq = next(o for o in overrides if o.key == "model.seq_length")
-        overrides.append(seq.model_copy(update={"key": "dataset.seq_length"}))
     est = rec.estimate
     estimates = Estimates()
     if est is not None:
@@ -120,7 +122,9 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
         account=flags.account, partition=flags.partition, nodes=rec.nodes, gpus_per_node=rec.gpus_per_node,
         gpu_type=gpu_type, time=flags.time, container_image=flags.container_image,
         container_mounts=_mounts(flags.mounts), env=env, secrets=secrets,
-        segment=nvl72_segment(rec.nodes) if gpu_type in NVL72 else None,
+        # --segment only where the site has it (Slurm 24.11+ topology/block); elsewhere preflight
+        # notes the NVL72 placement instead of failing on an option the executors do not render
+        segment=nvl72_segment(rec.nodes) if gpu_type in NVL72 and flags.segment_support else None,
         profile=ClusterProfile(pyxis=bool(flags.container_image), segment=flags.segment_support),
     )
     launch = Launch(entry=flags.entry or ["python", "scripts/training/run_recipe.py"], workdir=flags.workdir)
@@ -146,10 +150,41 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
     )
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def _warn_missing_dataset_fields(rec: Any, paths: list[str]) -> None:
+    """A selector's required fields (megatron-indexed: dataset.data_path) that neither a flag nor
+    an override gives: the run would fail at start, so the answer says so (added to its warnings)."""
+    from mbridge_launch import datasets
+
+    selector = datasets.load_datasets().get(rec.dataset)
+    if selector is None or rec.recipe.kind != "library":
+        return
+    given = {o.path for o in rec.request.overrides} | ({"dataset.data_path"} if paths else set())
+    missing = [key for key in selector.required if key not in given]
+    if missing and not any(code == "DATASET_FIELDS_MISSING" for code, _ in rec.warnings):
+        rec.warnings.append(("DATASET_FIELDS_MISSING", t("pitfall.dataset_fields_missing", dataset=rec.dataset,
+                                                          fields=", ".join(missing))))
+
+
+def launcher_changes(rec: Any, plan: Plan) -> list[Any]:
+    """The KEY=VALUE settings the launcher adds from the Plan's own fields (explicit per-run
+    checkpoint paths, dataset.data_path and other dataset fields), as changes: read back from the
+    trainer arguments, so the list shows exactly what the command sets."""
+    from mbridge_launch.changecontrol import classify
+    from mbridge_launch.recommend.build import Change
+    from mbridge_launch.recommend.settings import recipe_default
+    from mbridge_launch.trainer_args import checkpoint_overrides, dataset_overrides
+
+    found = []
+    for source, args in (("dataset", dataset_overrides(plan)), ("launcher", checkpoint_overrides(plan))):
+        for arg in args:
+            key, _, value = arg.partition("=")
+            cls = classify(key)
+            if key in ("checkpoint.save", "checkpoint.load"):
+                old, reason = RECIPE_DEFAULT_CHECKPOINT_DIR, t("change.reason.launcher_paths")
+            else:
+                old, reason = recipe_default(rec.recipe, key), t(cls.reason_key)
+            found.append(Change(key, old, value, cls.change_class, reason, source, as_override=False))
+    return found
 
 
 def _round(value: Any, digits: int = 2) -> float | None:
