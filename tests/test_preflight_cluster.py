@@ -197,7 +197,7 @@ def test_on_nodes_reports_per_node(slurm_cluster, shared_dir, env, tmp_path):
     assert jobs_named(slurm_cluster, plan.name, expect=1) == 1  # exactly one job: the node check
     assert snapshot(shared_dir) == before_fs  # its output went to the cache, not the plan's log dir
     outputs = list(Path(env["MBRIDGE_LAUNCH_CACHE_DIR"]).rglob("node-check-*.out"))
-    assert len(outputs) == 1 and "node check h100-1" in outputs[0].read_text()
+    assert len(outputs) == 1 and "node check h100-1" in outputs[0].read_text()  # a 2-node check covers both
 
 
 def test_on_nodes_finds_the_wrong_gpus(slurm_cluster, shared_dir, env, tmp_path):

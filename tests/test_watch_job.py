@@ -234,11 +234,15 @@ def _gate_plan(base_plan, shared_dir, name, **kw):
     return write_plan(base_plan, shared_dir, name, **kw)
 
 
-def _watcher_jobs(cluster, run_name: str) -> dict[str, str]:
-    """Every watcher job of `run_name` and its final state (waits for each to end)."""
-    ids = cluster.run(["sacct", "-X", "-n", "-P", "--name", f"{run_name}-watch", "--format", "JobIDRaw",
-                       "-S", "now-7200"]).stdout.split()
-    return {job: cluster.wait(job, timeout=180) for job in ids}
+def _watcher_jobs(cluster, chain: list) -> dict[str, str]:
+    """The watcher job of every run of the chain (from the ledger) and its final state."""
+    return {run.watcher_job_id: cluster.wait(run.watcher_job_id, timeout=180) for run in chain if run.watcher_job_id}
+
+
+# The watcher jobs go to the gb200 partition, as a site sends them to a CPU partition
+# (MBRIDGE_LAUNCH_WATCHER_PARTITION): the training jobs here take their h100 node --exclusive, and
+# other tests' jobs may hold the other one, which would keep a watcher in the h100 partition waiting.
+WATCHER_ENV = {"MBRIDGE_LAUNCH_WATCHER_POLL": "0.3", PARTITION_ENV: "gb200"}
 
 
 @pytest.mark.slurm
@@ -250,7 +254,7 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
     plan = _gate_plan(base_plan, shared_dir, name, iters=40, save_interval=10, auto_rollback=auto,
                       env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.1"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node
-    env = {"MBRIDGE_LAUNCH_WATCHER_POLL": "0.3", "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
+    env = {**WATCHER_ENV, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
     first = cli("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--ledger", str(db), "--format", "json",
                 env=env)
     assert first.returncode == 0, first.stderr
@@ -267,14 +271,16 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
         watch_logs = "".join(p.read_text() for p in shared_dir.glob(f"{name}-watch-*.out"))
         assert time.monotonic() < deadline, (runs, watch_logs[-3000:], _log_text(shared_dir)[-2000:])
         time.sleep(1)
-    watchers = _watcher_jobs(slurm_cluster, name)
+    with L.Ledger.open(db) as ledger:
+        chain = ledger.run_chain(runs[0].id)
+    watchers = _watcher_jobs(slurm_cluster, chain)
     watch_logs = "".join(p.read_text() for p in shared_dir.glob(f"{name}-watch-*.out"))
     assert len(watchers) == 2 and set(watchers.values()) == {"COMPLETED"}, (watchers, watch_logs[-3000:])
+    assert {slurm_cluster.sacct(j, fields=("JobID", "Partition"), allocations=True)[0]["Partition"] for j in watchers} == {"gb200"}
     with L.Ledger.open(db) as ledger:
         chain = ledger.run_chain(runs[0].id)
         assert [r.parent_run_id for r in chain] == [None, chain[0].id] and chain[0].state == L.CANCELLED
-        assert chain[0].watcher_job_id == submitted["watcher_job_id"] and chain[1].watcher_job_id
-        assert {chain[0].watcher_job_id, chain[1].watcher_job_id} == set(watchers)
+        assert chain[0].watcher_job_id == submitted["watcher_job_id"]
         [rb] = ledger.rollbacks(run_ids=[chain[0].id])
         assert (rb.state, rb.to_iter, rb.trigger["kind"], rb.trigger["iteration"]) == ("done", 20, "nan", 25)
         [conf] = ledger.confirmations(chain[1].id)
@@ -292,20 +298,21 @@ def test_e2e_requeue_with_a_watcher_job_resumes_without_rollback(base_plan, slur
 
     name = unique("wjob-requeue")
     auto = {"enabled": True, "on_nan": True, "spike_factor": 3.0, "window": 5, "max_rollbacks": 2}
-    plan = _gate_plan(base_plan, shared_dir, name, iters=60, save_interval=10, auto_rollback=auto,
+    plan = _gate_plan(base_plan, shared_dir, name, iters=100, save_interval=10, auto_rollback=auto,
                       env={"MBL_STANDIN_ITER_SECONDS": "0.1"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node
-    env = {"MBRIDGE_LAUNCH_WATCHER_POLL": "0.3", "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
+    env = {**WATCHER_ENV, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
     first = cli("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--ledger", str(db), "--format", "json",
                 env=env)
     assert first.returncode == 0, first.stderr
     job, watcher = json.loads(first.stdout)["job_ids"][0], json.loads(first.stdout)["watcher_job_id"]
     save = shared_dir / "ckpt"
+    slurm_cluster.wait_state(watcher, "RUNNING", timeout=120)  # the watcher follows the job
     deadline = time.monotonic() + 120
     while C.latest_complete(save) is None or C.latest_complete(save) < 20:
         assert time.monotonic() < deadline, "no checkpoint written"
         time.sleep(0.2)
-    assert slurm_cluster.squeue_state(watcher) == "RUNNING"  # the watcher follows the job
+    assert slurm_cluster.squeue_state(job) == "RUNNING", "the job ended before it could be requeued"
     slurm_cluster.run(["scontrol", "requeue", job])
     assert slurm_cluster.wait(job, timeout=240) == "COMPLETED"
     assert slurm_cluster.wait(watcher, timeout=120) == "COMPLETED"
@@ -315,4 +322,4 @@ def test_e2e_requeue_with_a_watcher_job_resumes_without_rollback(base_plan, slur
         [run] = ledger.list_runs(limit=None)  # no resubmission
         assert not ledger.rollbacks(run_ids=[run.id])
         assert not [e for e in ledger.events(run.id) if e["kind"] == "watch_trigger"]
-    assert C.resolve_resume(save).iteration == 60 and not C.rolled_back_dirs(save)
+    assert C.resolve_resume(save).iteration == 100 and not C.rolled_back_dirs(save)
