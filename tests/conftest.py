@@ -133,3 +133,13 @@ def pytest_terminal_summary(terminalreporter):
     if _outcome:
         terminalreporter.write_line(
             f"local Slurm cluster: {_outcome.get('start', '?')}; at the end: {_outcome.get('end', '?')}")
+
+
+@pytest.fixture
+def english():
+    """Messages in English for in-process checks of message text, whatever the locale."""
+    from mbridge_launch import i18n
+
+    i18n.set_lang("en")
+    yield
+    i18n.set_lang(None)

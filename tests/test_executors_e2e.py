@@ -15,19 +15,11 @@ from pathlib import Path
 import pytest
 
 import plan_fixtures as pf
-from mbridge_launch import i18n
 from mbridge_launch.launch import submit_plan
 from mbridge_launch.plan import Plan, save_plan
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("english")]
 EXECUTORS = ["sbatch", "nemo-run", "submitit"]
-
-
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
 
 
 def cluster_plan(base: Path, entry: list[str], partition: str = "h100", gpus_per_node: int = 8,

@@ -12,19 +12,13 @@ from pathlib import Path
 import pytest
 
 import plan_fixtures as pf
-from mbridge_launch import i18n
 from mbridge_launch.errors import UserError
 from mbridge_launch.executors import get_executor
 from mbridge_launch.launch import submit_plan
 
+pytestmark = pytest.mark.usefixtures("english")
+
 EXECUTORS = ["sbatch", "nemo-run", "submitit"]
-
-
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
 
 
 def injections(tag: str) -> str:

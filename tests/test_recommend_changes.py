@@ -9,26 +9,15 @@ import shlex
 
 import pytest
 
-from mbridge_launch import i18n
+from cli_helpers import recommend_answer as answer
+
 from mbridge_launch.cli import main
 from mbridge_launch.plan import load_plan
 from mbridge_launch.trainer_args import trainer_args
 
+pytestmark = pytest.mark.usefixtures("english")
+
 CLASSES = {"convergence", "execution", "benchmark_only"}
-
-
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
-
-
-def answer(capsys, *args: str) -> dict:
-    rc = main(["recommend", *args, "--format", "json"])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    return json.loads(out)
 
 
 def command_settings(command: str) -> dict[str, str]:

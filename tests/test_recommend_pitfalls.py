@@ -3,27 +3,16 @@ where the setting is NVIDIA's own tuned choice or the user already fixed it."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
+
+from cli_helpers import recommend_answer as answer
 
 from mbridge_launch import i18n
 from mbridge_launch.cli import main
 
 
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
-
-
-def answer(capsys, *args: str) -> dict:
-    rc = main(["recommend", *args, "--format", "json"])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    return json.loads(out)
-
+pytestmark = pytest.mark.usefixtures("english")
 
 def codes(data: dict) -> set[str]:
     return {w["code"] for w in data["warnings"]}

@@ -7,17 +7,11 @@ import json
 
 import pytest
 
-from mbridge_launch import i18n
 from mbridge_launch.cli import main
 from mbridge_launch.plan import Mount, load_plan
 
 
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
-
+pytestmark = pytest.mark.usefixtures("english")
 
 FLAGS = [
     "--model", "llama3_8b", "--gpus", "16", "--name", "l3-8b-run1", "--account", "acct", "--partition", "batch",

@@ -4,30 +4,18 @@ so) where not."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
-from mbridge_launch import i18n
+from cli_helpers import recommend_answer as answer
+
 from mbridge_launch.catalog import load_catalog
 from mbridge_launch.cli import main
 from mbridge_launch.recommend import select
 
+pytestmark = pytest.mark.usefixtures("english")
+
 GPU_TYPES = ("h100", "h200", "b200", "b300", "gb200", "gb300")
-
-
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
-
-
-def answer(capsys, *args: str) -> dict:
-    rc = main(["recommend", *args, "--format", "json"])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    return json.loads(out)
 
 
 def test_library_selection_never_returns_a_benchmark_recipe():

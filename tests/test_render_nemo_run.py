@@ -9,18 +9,12 @@ from pathlib import Path
 import pytest
 
 import plan_fixtures as pf
-from mbridge_launch import i18n
 from mbridge_launch.errors import UserError
 from mbridge_launch.executors import get_executor
 
+pytestmark = pytest.mark.usefixtures("english")
+
 HOME = "/shared/nemorun-home"
-
-
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
 
 
 def _render(plan, home=HOME):

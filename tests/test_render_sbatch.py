@@ -16,14 +16,9 @@ from mbridge_launch.errors import UserError
 from mbridge_launch.executors import common, get_executor, node_check, slurm_cli
 from mbridge_launch.plan import save_plan
 
+pytestmark = pytest.mark.usefixtures("english")
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
 
 
 def _bash_n(text: str, tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import plan_fixtures as pf
-from mbridge_launch import i18n
 from mbridge_launch.errors import UserError
 from mbridge_launch.executors import get_executor
 from mbridge_launch.executors import submitit as submitit_adapter
@@ -20,12 +19,7 @@ from mbridge_launch.executors import submitit as submitit_adapter
 submitit = pytest.importorskip("submitit")
 
 
-@pytest.fixture(autouse=True)
-def _english():
-    i18n.set_lang("en")
-    yield
-    i18n.set_lang(None)
-
+pytestmark = pytest.mark.usefixtures("english")
 
 def _stable(text: str) -> str:
     # submitit runs its tasks with the submitting interpreter; pin it for the golden file

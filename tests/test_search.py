@@ -7,7 +7,8 @@ import pytest
 from mbridge_launch.hardware import get_hardware
 from mbridge_launch.models import load_arch
 from mbridge_launch.planner.rules import Layout, check_layout, evolve
-from mbridge_launch.planner.search import Options, best_layout, estimate_layout, search, utility
+from mbridge_launch.planner.search import (CP_CHARGE, EP_CREDIT, Options, best_layout, estimate_layout, preference,
+                                          search, utility)
 from mbridge_launch.planner.throughput import estimate_step
 
 H100, GB200, B200 = get_hardware("h100"), get_hardware("gb200"), get_hardware("b200")
@@ -28,8 +29,9 @@ def test_every_candidate_passes_the_rules_and_fits(model, hw, gpus, gbs, seq, pr
     arch = load_arch(model)
     result = search(arch, hw, gpus, gbs=gbs, seq_length=seq, precision=precision, top=8)
     assert result.candidates
-    # ranked by utility: predicted speed, minus a small charge above 85% of HBM
-    scores = [utility(c.tokens_per_sec_per_gpu, c.memory_total_gb / hw.hbm_gb) for c in result.candidates]
+    # ranked by utility: predicted speed, minus a small charge above 80% of HBM, plus the
+    # conventional-layout preference of the grid
+    scores = [utility(c.tokens_per_sec_per_gpu, c.memory_total_gb / hw.hbm_gb, c.layout) for c in result.candidates]
     assert scores == sorted(scores, reverse=True)
     grids = [c.grid for c in result.candidates]
     assert len(grids) == len(set(grids))  # one entry per grid, its best micro-batch/VP/recompute
@@ -126,5 +128,18 @@ def test_search_cost_grows_with_divisors_not_gpus():
 
 
 def test_utility_charges_only_near_full_memory():
-    assert utility(1000.0, 0.5) == utility(1000.0, 0.85) > utility(1000.0, 0.95)
-    assert utility(1000.0, 0.95) == pytest.approx(utility(1000.0, 0.5) - 0.03)
+    # MEMORY_PRESSURE 0.3 per unit of HBM fraction above MEMORY_COMFORT 0.8: 0.95 costs 0.3 x 0.15
+    assert utility(1000.0, 0.5) == utility(1000.0, 0.8) > utility(1000.0, 0.95)
+    assert utility(1000.0, 0.95) == pytest.approx(utility(1000.0, 0.5) - 0.045)
+
+
+def test_preference_is_a_small_general_tie_break():
+    base = Layout(tp=1, pp=1, cp=1, ep=1, mbs=1, gbs=64, seq_length=8192, world=64)
+    assert preference(base) == 0.0 and utility(1000.0, 0.5, base) == utility(1000.0, 0.5)
+    # EP credit: 0.02 per doubling -> EP=64 earns 6 x 0.02 = 0.12 in log speed
+    assert preference(evolve(base, ep=64)) == pytest.approx(6 * EP_CREDIT) == pytest.approx(0.12)
+    # CP charge at seq <= 8192: CP=4 costs 2 x CP_CHARGE; none at a long sequence (CP is needed there)
+    assert preference(evolve(base, cp=4)) == pytest.approx(-2 * CP_CHARGE)
+    assert preference(evolve(base, cp=4, seq_length=131072)) == 0.0
+    # it decides near-ties only: a few percent of predicted speed at most for the usual grids
+    assert abs(preference(evolve(base, cp=2))) < 0.03

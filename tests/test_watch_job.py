@@ -20,7 +20,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mbridge_launch.changecontrol import LAYOUT_KEYS, classify
+from mbridge_launch.changecontrol import LAYOUT_KEYS
 from mbridge_launch.errors import NoLayoutError, UserError
 from mbridge_launch.i18n import t
 from mbridge_launch.recommend import select, settings
