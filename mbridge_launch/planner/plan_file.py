@@ -11,17 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mbridge_launch.errors import UserError
-
-# Megatron Bridge mixed-precision recipe names (ConfigContainer `mixed_precision`).
-MIXED_PRECISION = {
-    "bf16": "bf16_mixed",
-    "fp8cs": "bf16_with_fp8_current_scaling_mixed",
-    "fp8ds": "bf16_with_fp8_delayed_scaling_mixed",
-    "fp8sc": "bf16_with_fp8_subchannel_scaling_mixed",
-    "fp8mx": "bf16_with_mxfp8_mixed",
-    "nvfp4": "bf16_with_nvfp4_mixed",
-}
-
+from mbridge_launch.recommend.settings import FSDP_SHARDING_STRATEGY, FULL_RECOMPUTE_SETTINGS
 
 def layout_overrides(layout: Any) -> list[str]:
     """The layout as run_recipe.py KEY=VALUE overrides."""
@@ -43,9 +33,10 @@ def layout_overrides(layout: Any) -> list[str]:
     if layout.recompute == "selective":
         items.append("model.recompute_granularity=selective")
     elif layout.recompute == "full":
-        items += ["model.recompute_granularity=full", "model.recompute_method=uniform", "model.recompute_num_layers=1"]
+        items.append("model.recompute_granularity=full")
+        items += [f"{key}={value}" for key, value in FULL_RECOMPUTE_SETTINGS.items()]
     if layout.fsdp:
-        items += ["ddp.use_megatron_fsdp=true", "ddp.data_parallel_sharding_strategy=optim_grads_params"]
+        items += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={FSDP_SHARDING_STRATEGY}"]
     return items
 
 
@@ -61,15 +52,12 @@ def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | No
     layout = candidate.layout
     overrides = layout_overrides(layout)
 
-    def ask(extra: list[str]) -> Any:
-        request = Request(model=got.model, gpus=gpus, gpu_type=got.hardware.name, goal=got.goal,
-                          seq_length=layout.seq_length, precision=got.precision,
-                          overrides=parse_overrides(overrides + extra))
-        return recommend(request)
-
-    rec = ask([])
-    if (rec.recipe.precision or "bf16") != got.precision:
-        rec = ask([f"mixed_precision={MIXED_PRECISION[got.precision]}"])
+    # --precision is a request field: recommend prefers a recipe in that precision and otherwise
+    # records the mixed_precision switch as a convergence change
+    request = Request(model=got.model, gpus=gpus, gpu_type=got.hardware.name, goal=got.goal,
+                      seq_length=layout.seq_length, precision=got.precision,
+                      overrides=parse_overrides(overrides))
+    rec = recommend(request)
     if getattr(rec.recipe, "kind", "library") != "library":
         raise UserError("planner.plan_no_recipe", model=got.model, goal=got.goal)
     rec.layout = layout

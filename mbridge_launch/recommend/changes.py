@@ -76,9 +76,9 @@ def _record_recompute(rec: Any, before: Any, after: Any, user_keys: set[str]) ->
                                cls.change_class, reason, "resize"))
     companions: dict[str, Any] = {}
     if after.recompute == "full":
-        companions = {"model.recompute_method": "uniform", "model.recompute_num_layers": 1}
+        companions = dict(S.FULL_RECOMPUTE_SETTINGS)
     elif before.recompute == "full":
-        companions = {"model.recompute_method": None, "model.recompute_num_layers": None}
+        companions = {key: None for key in S.FULL_RECOMPUTE_SETTINGS}
     for key, value in companions.items():
         old = S.recipe_default(rec.recipe, key)
         if key not in user_keys and old != value:
@@ -93,7 +93,7 @@ def _record_fsdp(rec: Any, before: Any, after: Any, user_keys: set[str]) -> None
     # Bridge's FSDP recipes set both flags and shard optimizer state, gradients and parameters
     wanted: dict[str, Any] = {FSDP_KEYS[0]: after.fsdp, FSDP_KEYS[1]: after.fsdp}
     if after.fsdp:
-        wanted["ddp.data_parallel_sharding_strategy"] = "optim_grads_params"
+        wanted["ddp.data_parallel_sharding_strategy"] = S.FSDP_SHARDING_STRATEGY
     for key, value in wanted.items():
         old = S.recipe_default(rec.recipe, key)
         if key not in user_keys and old != value:

@@ -27,6 +27,11 @@ MIXED_PRECISION = {
     "nvfp4": "bf16_with_nvfp4_mixed",
 }
 
+# Megatron Core needs a method and a layer count with full recompute; Bridge's FSDP recipes shard
+# optimizer state, gradients and parameters. Used by recommend's resize and by `plan -o`.
+FULL_RECOMPUTE_SETTINGS = {"model.recompute_method": "uniform", "model.recompute_num_layers": 1}
+FSDP_SHARDING_STRATEGY = "optim_grads_params"
+
 # ConfigContainer path -> where the catalog keeps the recipe's value: ("attr", name) for a Recipe
 # attribute, ("dataset", key) for the recipe's dataset record, ("feature", key) for its features.
 _RECIPE_FIELDS: dict[str, tuple[str, str]] = {
