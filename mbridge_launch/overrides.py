@@ -7,6 +7,24 @@ from dataclasses import dataclass
 
 from mbridge_launch.errors import UserError
 
+# How run_recipe.py overrides and catalog features spell a switch. Anything else counts as on for
+# is_on (a value such as "selective" or "full"); is_true wants an explicit yes.
+OFF_WORDS = ("", "0", "false", "no", "off", "none", "null")
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def is_on(value: object) -> bool:
+    """A switch as the catalog or an override gives it: None/False/'none'/'false'/'0'/... are off."""
+    if value is None or value is False:
+        return False
+    return str(value).strip().lower() not in OFF_WORDS
+
+
+def is_true(value: object) -> bool:
+    """An explicit yes: True, '1', 'true', 'yes', 'on' (environment flags such as HF_HUB_OFFLINE)."""
+    return value is True or str(value or "").strip().lower() in TRUE_WORDS
+
+
 _KEY = re.compile(r"^[+~]?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
+from mbridge_launch.overrides import is_true
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.megatron_index import PrefixResult, check_prefix
 from mbridge_launch.preflight.model import Check
@@ -35,7 +36,6 @@ PREFIX_SEVERITY = {
 }
 
 CHAT_KEYS = ("messages", "conversations", "conversation")
-_TRUE = ("1", "true", "yes", "on")
 
 
 def run_data_checks(ctx: PreflightContext) -> list[Check]:
@@ -250,7 +250,7 @@ def hf_dataset_cached(repo: str, caches: list[Path]) -> Path | None:
 
 
 def check_hf_preset(ctx: PreflightContext, selector: str, repo: str) -> list[Check]:
-    offline = (ctx.job_env("HF_HUB_OFFLINE") or ctx.job_env("HF_DATASETS_OFFLINE") or "").strip().lower() in _TRUE
+    offline = is_true(ctx.job_env("HF_HUB_OFFLINE")) or is_true(ctx.job_env("HF_DATASETS_OFFLINE"))
     params = {"dataset": selector, "repo": repo}
     if not offline:
         return [Check("data.hf_needs_network", "warning", params, subject=selector)]

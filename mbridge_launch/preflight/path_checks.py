@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from mbridge_launch.overrides import is_on
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
 from mbridge_launch.preflight.storage import detail_text, existing_ancestor, free_bytes, storage_kind, writable
@@ -28,7 +29,6 @@ BYTES_PER_PARAM_WITH_OPTIMIZER = 2 + 12  # bf16 weights + fp32 master weights an
 BYTES_PER_PARAM_WEIGHTS = 2
 CHECKPOINTS_OF_ROOM = 2
 _PACKING_KEY = re.compile(r"(enable_offline_packing|packed_sequence)", re.I)
-_FALSE = ("", "0", "false", "no", "off", "none", "null")
 
 
 def run_path_checks(ctx: PreflightContext) -> list[Check]:
@@ -112,7 +112,7 @@ def checkpoint_bytes(ctx: PreflightContext) -> int | None:
         params = int(arch.value.total_params)
     except Exception:  # noqa: BLE001 - an incomplete architecture has no parameter count
         return None
-    save_optim = (ctx.override("checkpoint.save_optim") or "true").strip().lower() not in _FALSE
+    save_optim = is_on(ctx.override("checkpoint.save_optim") or "true")
     return params * (BYTES_PER_PARAM_WITH_OPTIMIZER if save_optim else BYTES_PER_PARAM_WEIGHTS)
 
 
@@ -192,10 +192,10 @@ def check_load_paths(ctx: PreflightContext) -> list[Check]:
 # ---------------------------------------------------------------------- caches (NEMO_HOME, HF_HOME)
 def uses_packing(ctx: PreflightContext) -> bool:
     for key, value in ctx.plan.dataset.fields.items():
-        if _PACKING_KEY.search(key) and value.strip().lower() not in _FALSE:
+        if _PACKING_KEY.search(key) and is_on(value):
             return True
     for override in ctx.plan.overrides:
-        if _PACKING_KEY.search(override.key) and override.value.strip().lower() not in _FALSE and not override.key.startswith("~"):
+        if _PACKING_KEY.search(override.key) and is_on(override.value) and not override.key.startswith("~"):
             return True
     return False
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mbridge_launch.overrides import is_true
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
 
 _FINETUNE = ("sft", "lora", "dora")
-_TRUE = ("1", "true", "yes", "on")
 
 
 def run_plan_checks(ctx: PreflightContext) -> list[Check]:
@@ -78,7 +78,7 @@ def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
 
     first = ctx.override("model.num_layers_in_first_pipeline_stage")
     last = ctx.override("model.num_layers_in_last_pipeline_stage")
-    offload = (ctx.override("model.cpu_offloading") or "").lower() in _TRUE
+    offload = is_true(ctx.override("model.cpu_offloading"))
     values = {
         "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "sp": p.sp,
         "mbs": p.mbs, "gbs": p.gbs, "seq_length": p.seq_length, "world": c.total_gpus,

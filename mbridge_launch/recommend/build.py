@@ -8,6 +8,7 @@ from typing import Any
 from mbridge_launch.changecontrol import LAYOUT_KEYS
 from mbridge_launch.errors import NoLayoutError, UserError
 from mbridge_launch.i18n import t
+from mbridge_launch.overrides import is_true
 from mbridge_launch.recommend import select, settings
 from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_vlm, vlm_selectors
 from mbridge_launch.recommend.pitfalls import find_pitfalls
@@ -106,7 +107,7 @@ def _apply_user_layout(layout: Any, request: Request, recipe: Any) -> Any:
         if attr is None or o.value is None:
             continue
         if attr == "sp":
-            updates[attr] = o.value.lower() in ("1", "true", "yes")
+            updates[attr] = is_true(o.value)
             continue
         try:
             value = int(o.value)

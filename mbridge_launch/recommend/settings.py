@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mbridge_launch.overrides import is_on
+
 # Values that switch a setting off, as the catalog stores them and as users write them.
-_OFF = ("", "none", "null", "false", "0", "no", "off")
 
 # Bridge's default checkpoint folder (recipes/common.py: <cwd>/nemo_experiments/default/checkpoints),
 # the "from" of the explicit per-run paths a launcher sets (facts section 4).
@@ -61,12 +62,6 @@ _RECIPE_FIELDS: dict[str, tuple[str, str]] = {
     "comm_overlap.tp_comm_overlap": ("feature", "tp_comm_overlap"),
 }
 
-
-def is_on(value: Any) -> bool:
-    """A switch as the catalog or an override gives it: False/None/'none'/'false'/'0' are off."""
-    if value is None or value is False:
-        return False
-    return str(value).strip().lower() not in _OFF
 
 
 def override_text(value: Any) -> str:
