@@ -115,6 +115,19 @@ class SlurmCluster:
                 info.setdefault(k, v)
         return info
 
+    def partition(self, job_id: str, timeout: float = 20) -> str:
+        """The partition the job ran in. slurmctld keeps finished jobs for MinJobAge (300 s here), so
+        `scontrol show job` answers first; sacct's record can lag and briefly show an empty
+        Partition (seen once in CI), so it is polled until it names one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False).stdout
+            found = next((t.split("=", 1)[1] for t in shown.split() if t.startswith("Partition=")), "") or next(
+                (r["Partition"] for r in self.sacct(job_id, fields=("JobID", "Partition"), allocations=True)), "")
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.5)
+
     def cancel(self, job_id: str) -> None:
         self.run(["scancel", str(job_id)], check=False)
 

@@ -275,7 +275,7 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
     watchers = _watcher_jobs(slurm_cluster, chain)
     watch_logs = "".join(p.read_text() for p in shared_dir.glob(f"{name}-watch-*.out"))
     assert len(watchers) == 2 and set(watchers.values()) == {"COMPLETED"}, (watchers, watch_logs[-3000:])
-    assert {slurm_cluster.sacct(j, fields=("JobID", "Partition"), allocations=True)[0]["Partition"] for j in watchers} == {"gb200"}
+    assert {slurm_cluster.partition(j) for j in watchers} == {"gb200"}
     with L.Ledger.open(db) as ledger:
         chain = ledger.run_chain(runs[0].id)
         assert [r.parent_run_id for r in chain] == [None, chain[0].id] and chain[0].state == L.CANCELLED
