@@ -195,7 +195,14 @@ def main() -> int:
         "CP at sequences up to 8k). The constants are "
         "fitted by `benchmarks/fit_constants.py` (regression on tokens/s plus a ranking term that asks the "
         "published grid to come first, with physical priors); every leave-one-out refit repeats that whole "
-        "procedure without the held-out rows, ranking term included.", ""]
+        "procedure without the held-out rows, ranking term included (weighted RANK_WEIGHT = 3 against "
+        "the regression, which buys ranking at some cost in the within-15% share). Besides compute, the "
+        "model charges every ring step of the data-parallel and Megatron-FSDP collectives (CAL.ring_step_s, "
+        "what makes 512-way FSDP slow at scale), puts the LM head(s) on the last pipeline stage unless the "
+        "split is declared uneven, and scales host round trips by the host (Grace over NVLink-C2C on "
+        "GB200/GB300, CAL.host_latency). Adding general layout preferences fitted on the rows (EP, CP, "
+        "FSDP, memory terms) ranks more rows first on the rows it was fitted on but fewer when a model "
+        "is held out (leave-one-model-out), so `search.preference` keeps its two hand-set rules.", ""]
     if loso is not None and lomo is not None:
         lines += ["Per held-out group (median abs error):", "",
                   "| held out | rows | median |", "|---|---|---|"]

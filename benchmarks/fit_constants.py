@@ -30,11 +30,13 @@ def render(cal) -> str:
 
     gemm = ", ".join(f'"{k}": {num(v)}' for k, v in cal.gemm_eff.items())
     gen = ", ".join(f'"{k}": {num(v)}' for k, v in cal.generation.items())
+    host = ", ".join(f'"{k}": {num(v)}' for k, v in cal.host_latency.items())
     scalars = [f"    {name}={num(getattr(cal, name))}," for name in (
         "attn_eff", "attn_half_tokens", "exp_share", "moe_eff", "moe_lowp_gain", "moe_half_tokens", "elementwise", "layer_latency_s",
-        "moe_sync_s", "tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "fsdp_exposed", "p2p_latency_s",
+        "moe_sync_s", "tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "fsdp_exposed", "p2p_latency_s", "ring_step_s",
         "link_eff")]
-    return "\n".join(["CAL = Calibration(", f"    gemm_eff={{{gemm}}},", *scalars, f"    generation={{{gen}}},", ")"])
+    return "\n".join(["CAL = Calibration(", f"    gemm_eff={{{gemm}}},", *scalars, f"    generation={{{gen}}},",
+                      f"    host_latency={{{host}}},", ")"])
 
 
 def main() -> int:

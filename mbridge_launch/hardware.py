@@ -49,6 +49,7 @@ class Hardware:
     network_gbps: float
     tdp_w: float
     attention_exp_speedup: float = 1.0
+    host: str = "x86"
     precisions: tuple[str, ...] = PRECISIONS
     aliases: tuple[str, ...] = ()
 

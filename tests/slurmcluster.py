@@ -101,6 +101,17 @@ class SlurmCluster:
         out = self.run(cmd).stdout
         return [dict(zip(fields, line.split("|"))) for line in out.splitlines() if line.strip()]
 
+    def settled_sacct(self, job_id: str, fields: Sequence[str] = SACCT_FIELDS, timeout: float = 20) -> dict[str, str]:
+        """The job's allocation record once every field has a value: slurmdbd can store a job
+        that ended quickly from its completion message first and fill in the rest (its
+        partition, once in CI) a moment later."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = self.sacct(job_id, fields=fields, allocations=True)
+            if (rows and all(rows[0].values())) or time.monotonic() > deadline:
+                return rows[0] if rows else {}
+            time.sleep(0.5)
+
     def state(self, job_id: str) -> str | None:
         """The job's state in sacct ('CANCELLED by 0' -> 'CANCELLED'), or None if not recorded yet."""
         rows = self.sacct(job_id, fields=("JobID", "State"), allocations=True)
@@ -115,18 +126,12 @@ class SlurmCluster:
                 info.setdefault(k, v)
         return info
 
-    def partition(self, job_id: str, timeout: float = 20) -> str:
-        """The partition the job ran in. slurmctld keeps finished jobs for MinJobAge (300 s here), so
-        `scontrol show job` answers first; sacct's record can lag and briefly show an empty
-        Partition (seen once in CI), so it is polled until it names one."""
-        deadline = time.monotonic() + timeout
-        while True:
-            shown = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False).stdout
-            found = next((t.split("=", 1)[1] for t in shown.split() if t.startswith("Partition=")), "") or next(
-                (r["Partition"] for r in self.sacct(job_id, fields=("JobID", "Partition"), allocations=True)), "")
-            if found or time.monotonic() > deadline:
-                return found
-            time.sleep(0.5)
+    def partition(self, job_id: str) -> str:
+        """The partition the job ran in (slurmctld's word while it still holds the job, which
+        it does for MinJobAge = 300 s here, else the settled accounting record)."""
+        shown = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False).stdout
+        found = next((t.split("=", 1)[1] for t in shown.split() if t.startswith("Partition=")), "")
+        return found or self.settled_sacct(job_id, fields=("JobID", "Partition")).get("Partition", "")
 
     def cancel(self, job_id: str) -> None:
         self.run(["scancel", str(job_id)], check=False)

@@ -51,7 +51,7 @@ def test_two_nodes_eight_gpus_sixteen_ranks(slurm_cluster, shared_dir):
         assert int(localid) == int(procid) % 8 and int(nodeid) == int(procid) // 8
         assert host == f"h100-{int(nodeid) + 1}"
         assert cvd == "0,1,2,3,4,5,6,7"
-    acct = slurm_cluster.sacct(job, allocations=True)[0]
+    acct = slurm_cluster.settled_sacct(job, fields=("JobID", "State", "NNodes", "AllocTRES"))
     assert acct["State"] == "COMPLETED" and acct["NNodes"] == "2"
     assert "gres/gpu:h100=16" in acct["AllocTRES"]
 

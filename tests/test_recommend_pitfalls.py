@@ -37,6 +37,8 @@ def test_pp_without_vp(capsys):
             "model.context_parallel_size=1", "train.global_batch_size=16"]
     data = answer(capsys, *args)
     assert data["parallelism"]["pp"] == 4 and data["parallelism"]["vp"] is None
+    # whatever the planner picked for 8 GPUs (Megatron-FSDP, at times) yields to the user's PP
+    assert data["parallelism"]["fsdp"] is False
     assert "PP_WITHOUT_VP" in codes(data)
     fixed = answer(capsys, *args, "model.virtual_pipeline_model_parallel_size=2")
     assert fixed["parallelism"]["vp"] == 2 and "PP_WITHOUT_VP" not in codes(fixed)

@@ -120,6 +120,52 @@ def test_expert_all_to_all_prefers_nvlink():
     assert nvl < ep_out  # GB200 NVL72: EP=64 stays on NVLink
 
 
+def test_ring_latency_charges_huge_data_parallel_groups():
+    # Llama 3.1 405B, Megatron-FSDP at TP2 over 1,024 H100s: 512 data-parallel ranks, three ring
+    # collectives per layer and micro-batch, each 511 steps that cross the network
+    from dataclasses import replace
+
+    from mbridge_launch.planner.throughput import CAL
+
+    arch = load_arch("llama31_405b")
+    fsdp = Layout(tp=2, sp=True, fsdp=True, recompute="full", mbs=1, gbs=1536, seq_length=8192, world=1024)
+    no_latency = replace(CAL, ring_step_s=0.0)
+    slow = estimate_step(arch, H100, fsdp, "fp8cs").breakdown["dp_comm"]
+    fast = estimate_step(arch, H100, fsdp, "fp8cs", cal=no_latency).breakdown["dp_comm"]
+    assert slow > fast
+    # the same model in 8 data-parallel replicas (TP8 PP8 CP2) pays almost no ring latency
+    small_dp = Layout(tp=8, pp=8, vp=8, cp=2, sp=True, cp_comm_type="p2p", mbs=1, gbs=1536, seq_length=8192, world=1024)
+    a = estimate_step(arch, H100, small_dp, "fp8cs").breakdown["dp_comm"]
+    b = estimate_step(arch, H100, small_dp, "fp8cs", cal=no_latency).breakdown["dp_comm"]
+    assert a - b < (slow - fast) / 10
+
+
+def test_last_pipeline_stage_carries_the_lm_head():
+    # Qwen3 235B (151,936-token vocabulary) at PP=2 (94 layers split 47/47): the last stage also
+    # runs the LM head, unless the recipe declares an uneven split that balances it
+    arch = load_arch("qwen3_235b_a22b")
+    even = Layout(pp=2, ep=8, mbs=1, gbs=256, seq_length=4096, world=16)
+    t_even = estimate_step(arch, H100, even, "fp8cs")
+    t_balanced = estimate_step(arch, H100, evolve(even, uneven_pp=True), "fp8cs")
+    assert t_even.step_time_s > t_balanced.step_time_s
+    one_stage = estimate_step(arch, H100, Layout(ep=8, mbs=1, gbs=256, seq_length=4096, world=8), "fp8cs")
+    assert one_stage.breakdown["pp_bubble"] == 0.0
+
+
+def test_grace_hosts_pay_less_launch_latency():
+    from dataclasses import replace
+
+    from mbridge_launch.planner.throughput import CAL
+
+    assert GB200.host == "grace" and B200.host == "x86" and H100.host == "x86"
+    arch = load_arch("qwen3_30b_a3b")
+    layout = Layout(ep=8, mbs=1, gbs=64, seq_length=4096, world=8)
+    same_host = replace(CAL, host_latency={"x86": 1.0, "grace": 1.0})
+    grace = estimate_step(arch, GB200, layout, "fp8mx").breakdown["latency"]
+    as_x86 = estimate_step(arch, GB200, layout, "fp8mx", cal=same_host).breakdown["latency"]
+    assert (grace < as_x86) == (CAL.host_latency["grace"] < 1.0)
+
+
 def test_search_cost_grows_with_divisors_not_gpus():
     arch, hw = load_arch("deepseek_v3"), GB200
     small = search(arch, hw, 1024, gbs=1024, seq_length=4096, precision="fp8mx", top=5)  # 11 divisors

@@ -10,16 +10,18 @@ Per micro-batch and pipeline stage (forward + backward):
             (CAL.moe_half_tokens); memory-bound element-wise work (norms, activations, casts,
             permutes) moving CAL.elementwise x the element bytes through HBM; the host's launch
             time per layer (CAL.layer_latency_s), hidden while GPU work is longer and exposed when
-            layers are short; the dropless-MoE host sync per MoE layer (CAL.moe_sync_s). Full
+            layers are short; the dropless-MoE host sync per MoE layer (CAL.moe_sync_s); both host
+            round trips scaled by the host (CAL.host_latency: Grace over NVLink-C2C vs x86). Full
             recompute repeats the forward (x4/3), selective a few percent.
   comms     TP (sequence-parallel all-gather/reduce-scatter), CP (KV ring exchange) and EP
             (all-to-all dispatch/combine) over NVLink when the group sits inside one NVLink
             domain, else the network; overlap hides CAL.*_exposed of it at most, never more than
             the compute there is to hide behind.
-Per step: (micro-batches + (PP-1)/VP bubble) x stage time (stages as uneven as the layer split),
+Per step: (micro-batches + (PP-1)/VP bubble) x stage time (stages as uneven as the layer split,
+the last one also running the LM head unless the split is declared uneven),
 plus pipeline send/receive (bandwidth + CAL.p2p_latency_s), the data-parallel gradient
 reduce-scatter / parameter all-gather (hierarchical: NVLink inside a domain, every GPU's NIC
-across) not hidden behind the last micro-batch, Megatron-FSDP's per-micro-batch gathers
+across; plus CAL.ring_step_s per ring step and bucket) not hidden behind the last micro-batch, Megatron-FSDP's per-micro-batch gathers
 (CAL.fsdp_exposed), and the optimizer step (HBM-bound).
 Every term is a time added to GEMM time at or below peak: no estimate exceeds the peak.
 The constants are fitted by benchmarks/fit_constants.py on the published benchmark rows.
@@ -56,6 +58,9 @@ class Calibration:
     dp_exposed: float = 0.2
     fsdp_exposed: float = 0.3  # Megatron-FSDP per-micro-batch gathers that prefetch does not hide
     p2p_latency_s: float = 5e-5  # per pipeline send/receive (network round trip + sync)
+    ring_step_s: float = 1e-5  # latency of one step of a ring collective that crosses the network
+    # host round trips (launch latency, dropless sync) relative to an x86 host over PCIe
+    host_latency: dict = field(default_factory=lambda: {"x86": 1.0, "grace": 1.0}, hash=False)
     link_eff: float = 0.75
     # sustained speed of a GPU generation relative to its nominal peak (Blackwell = 1)
     generation: dict = field(default_factory=lambda: {"hopper": 1.0, "blackwell": 1.0, "blackwell_ultra": 1.0}, hash=False)
@@ -63,24 +68,26 @@ class Calibration:
 
 # BEGIN FITTED CONSTANTS (written by benchmarks/fit_constants.py --write)
 CAL = Calibration(
-    gemm_eff={"bf16": 0.6918, "fp8": 0.8172, "fp8mx": 0.6828, "nvfp4": 0.5593},
-    attn_eff=0.411,
-    attn_half_tokens=1568,
-    exp_share=0.9266,
-    moe_eff=0.3223,
-    moe_lowp_gain=2.184,
-    moe_half_tokens=694.4,
-    elementwise=3.731,
-    layer_latency_s=0.003832,
-    moe_sync_s=0.0007244,
-    tp_exposed=0.7776,
-    cp_exposed=0.3625,
-    ep_exposed=0.3007,
-    dp_exposed=0.8433,
-    fsdp_exposed=0.2367,
-    p2p_latency_s=0.0007839,
+    gemm_eff={"bf16": 0.7865, "fp8": 0.7627, "fp8mx": 0.6382, "nvfp4": 0.4553},
+    attn_eff=0.459,
+    attn_half_tokens=3233,
+    exp_share=0.8015,
+    moe_eff=0.2726,
+    moe_lowp_gain=2.305,
+    moe_half_tokens=224,
+    elementwise=3.26,
+    layer_latency_s=0.003812,
+    moe_sync_s=0.001751,
+    tp_exposed=0.7836,
+    cp_exposed=0.3134,
+    ep_exposed=0.2622,
+    dp_exposed=0.3794,
+    fsdp_exposed=0.1782,
+    p2p_latency_s=3.045e-05,
+    ring_step_s=3.811e-05,
     link_eff=0.75,
-    generation={"hopper": 1.128, "blackwell": 1, "blackwell_ultra": 1.06},
+    generation={"hopper": 1.15, "blackwell": 1, "blackwell_ultra": 1.091},
+    host_latency={"x86": 1, "grace": 0.6039},
 )
 # END FITTED CONSTANTS
 
@@ -146,6 +153,28 @@ def _ring_time(nbytes: float, group: int, stride: int, hw: Hardware, cal: Calibr
     return t
 
 
+# Megatron's DDP bucket: max(40M, 1M x DP size) parameters (DistributedDataParallelConfig.bucket_size)
+_BUCKET_MIN_PARAMS = 40e6
+_BUCKET_PARAMS_PER_RANK = 1e6
+# ring steps inside one NVLink domain cost a fraction of a network step
+_NVLINK_STEP_SHARE = 0.2
+
+
+def _ring_latency(collectives: float, group: int, stride: int, hw: Hardware, cal: Calibration) -> float:
+    """Latency of `collectives` ring all-gathers/reduce-scatters over `group` ranks: a ring has
+    group - 1 steps and each step waits for its slowest hop, the network when the group leaves
+    one NVLink domain. This is what makes huge data-parallel groups (and Megatron-FSDP's
+    per-layer gathers over them) slow at scale, whatever the bandwidth."""
+    if group <= 1 or collectives <= 0:
+        return 0.0
+    crosses = group * stride > hw.nvlink_domain
+    return collectives * (group - 1) * cal.ring_step_s * (1.0 if crosses else _NVLINK_STEP_SHARE)
+
+
+def _buckets(params: float, group: int) -> float:
+    return -(-params // max(_BUCKET_MIN_PARAMS, _BUCKET_PARAMS_PER_RANK * group)) if params > 0 else 0.0
+
+
 def step_model(arch: ModelArch, hw: Hardware, precision: str = "bf16", goal: str = "pretrain", *,
                mtp_layers: int | None = None, moe_token_drop: bool = False, cal: Calibration = CAL,
                grad_bytes: float = 4.0) -> "_StepModel":
@@ -194,7 +223,8 @@ class _StepModel:
         self.layers = arch.num_layers + (0 if arch.is_hybrid else (arch.mtp_num_layers if mtp_layers is None else mtp_layers))
         self.attn_layers = counts["attention"]
         self.moe_layers = counts["moe"]
-        self.moe_sync = 0.0 if moe_token_drop else self.moe_layers * cal.moe_sync_s
+        self.host = cal.host_latency.get(hw.host, 1.0)
+        self.moe_sync = 0.0 if moe_token_drop else self.moe_layers * cal.moe_sync_s * self.host
         self.dense_total = arch.total_params - arch.expert_total_params
         self.expert_total = arch.expert_total_params
         if arch.is_mla:
@@ -269,19 +299,27 @@ class _StepModel:
         # Host-side launch cost per layer: hidden while the GPU has longer work queued (CPU runs
         # ahead), exposed when layers are short; smoothly lat^2 / (lat + t_layer). Dropless MoE
         # synchronises host and device every MoE layer, which always costs moe_sync_s.
-        lat = cal.layer_latency_s
+        lat = cal.layer_latency_s * self.host
         t_layer = compute_all / max(self.layers, 1)
         latency = (self.layers * lat * lat / (lat + t_layer) + self.moe_sync) * recompute_factor
         t_mb_all = compute_all + latency + e_tp + e_cp + e_ep
 
-        # Pipeline: the slowest stage holds ceil(layers / (pp*vp)) layers per chunk
+        # Pipeline: the slowest stage holds ceil(layers / (pp*vp)) layers per chunk, and the last
+        # one also the LM head(s) and loss, a few layers' worth for large vocabularies, unless the
+        # recipe declares an uneven split that gives it fewer layers
         imbalance = 1.0
+        t_stage = t_mb_all
         if pp > 1:
             chunks = pp * vp
+            t_head = fl.logits * scale / gemm_rate
+            t_body = t_mb_all - t_head
             imbalance = (-(-arch.num_layers // chunks)) * chunks / arch.num_layers
             if L.uneven_pp:
                 imbalance = min(imbalance, 1.0 + 1.0 / max(arch.num_layers // pp, 1) / 2)
-        t_stage = t_mb_all / pp * imbalance
+                t_stage = t_mb_all / pp * imbalance
+            else:
+                t_stage = t_body / pp * imbalance + t_head
+            imbalance = t_stage * pp / t_mb_all
         bubble = (pp - 1) / vp if pp > 1 else 0.0
         if bound:
             t = m * t_mb_all / pp
@@ -302,10 +340,17 @@ class _StepModel:
             # micro-batch (FP8 runs gather FP8 params); prefetching hides it behind compute
             unit = (1.0 if self.low_precision else 2.0) * 2 + self.grad_bytes
             per_mb = _ring_time(dense * unit, dp * cp, tp, hw, cal) + _ring_time(expert * unit, edp, ep_stride, hw, cal)
+            # one gather forward, one backward and one reduce-scatter per layer of the stage
+            stage_layers = self.layers / pp
+            per_mb += (_ring_latency(3 * stage_layers, dp * cp, tp, hw, cal)
+                       + (_ring_latency(3 * stage_layers, edp, ep_stride, hw, cal) if self.expert_total else 0.0))
             t_dp = m * max(per_mb * cal.fsdp_exposed, per_mb - t_stage)
         else:
             unit = 2.0 + self.grad_bytes  # gradients reduce-scattered, bf16 params all-gathered
             full = _ring_time(dense * unit, dp * cp, tp, hw, cal) + _ring_time(expert * unit, edp, ep_stride, hw, cal)
+            # a reduce-scatter and an all-gather per bucket
+            full += (_ring_latency(2 * _buckets(dense, dp * cp), dp * cp, tp, hw, cal)
+                     + _ring_latency(2 * _buckets(expert, edp), edp, ep_stride, hw, cal))
             t_dp = max(full * cal.dp_exposed, full - t_stage)
         sharded = L.distributed_optimizer or L.fsdp
         shard = dense / max(dp * cp, 1) + expert / max(edp, 1) if sharded else dense + expert

@@ -116,6 +116,9 @@ def _apply_user_layout(layout: Any, request: Request, recipe: Any) -> Any:
         if value <= 0:
             raise UserError("recommend.override_int", setting=o.key, value=o.value)
         updates[attr] = value
+    if updates.get("pp", 1) > 1 and "fsdp" not in updates and layout.fsdp:
+        # Megatron-FSDP was the planner's pick, not the user's: it yields to the user's PP
+        updates["fsdp"] = False
     return replace(layout, **updates)
 
 
