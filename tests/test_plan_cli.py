@@ -138,3 +138,19 @@ def test_plan_with_a_local_hf_config(capsys, tmp_path):
     assert code == 0, err
     data = json.loads(out)
     assert data["model"] == "hf:Tiny-1B" and data["candidates"][0]["tp"] in (1, 2, 4)
+
+
+def test_plan_says_which_layouts_the_model_cannot_tell_apart(capsys):
+    argv = ["plan", "--model", "qwen3_235b_a22b", "--gpus", "256", "--gpu-type", "gb200", "--precision", "fp8mx",
+            "--gbs", "8192", "--top", "5"]
+    code, out, _ = run(capsys, *argv, "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    best = data["candidates"][0]["tokens_per_sec_per_gpu"]
+    within = [c["tokens_per_sec_per_gpu"] >= 0.94 * best for c in data["candidates"]]
+    # the leading run of candidates within 6% of the first (the model's median error)
+    expected = within.index(False) if False in within else len(within)
+    assert data["near_tie"] == expected >= 1
+    code, text, _ = run(capsys, *argv, "--lang", "en")
+    assert code == 0
+    assert (f"Layouts 1-{expected} are predicted within 6% of the first" in text) == (expected > 1)

@@ -62,11 +62,13 @@ def run(args: argparse.Namespace) -> int:
             "model": got.model, "gpu_type": hw.name, "gpus": gpus, "gbs": gbs, "seq_length": seq,
             "precision": got.precision, "goal": got.goal, "evaluated": result.evaluated,
             "candidates": [report.candidate_json(c, hw, args.tokens) for c in result.candidates],
+            "near_tie": report.near_tie_count(result.candidates),
             "rejected": report.rejected_json(result.rejected),
         })
     else:
         lines = [t("planner.header", model=got.model, gpus=gpus, gpu=hw.label, precision=got.precision,
                    goal=got.goal, gbs=gbs, seq=seq), ""]
+        lines.extend(report.near_tie_text(result.candidates))
         for rank, cand in enumerate(result.candidates, 1):
             lines.extend(report.candidate_text(rank, cand, hw, args.tokens))
             lines.append("")

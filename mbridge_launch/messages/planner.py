@@ -159,6 +159,12 @@ MESSAGES = {
         "     memory per GPU ({stage} stage): {total:.1f} of {hbm:.0f} GiB (limit {limit:.0f} GiB with {headroom:.0%} headroom)",
         "     每 GPU 显存（{stage}阶段）：{total:.1f} / {hbm:.0f} GiB（保留 {headroom:.0%} 余量后上限 {limit:.0f} GiB）",
     ),
+    "planner.near_tie": (
+        "Layouts 1-{last} are predicted within {pct:.0%} of the first, about the model's median error on NVIDIA's "
+        "published runs: it cannot tell them apart, so time a few steps of each before a long run.",
+        "布局 1-{last} 的预测吞吐与第一名相差不到 {pct:.0%}，约等于本模型在 NVIDIA 公开结果上的中位误差："
+        "模型无法区分它们，长时间训练前请各自试跑几步再定。",
+    ),
     "planner.notes_uneven": (
         "     note: layers do not split evenly; set num_layers_in_first/last_pipeline_stage or a pipeline layout",
         "     注意：层数无法均分；请设置 num_layers_in_first/last_pipeline_stage 或流水线布局",

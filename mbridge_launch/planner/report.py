@@ -46,6 +46,30 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None) -> d
     return data
 
 
+# The estimate's median error on NVIDIA's published rows (benchmarks/RESULTS.md) is about 6%:
+# candidates predicted closer than that to the first are a tie as far as the model can tell.
+NEAR_TIE = 0.06
+
+
+def near_tie_count(candidates: list[Candidate]) -> int:
+    """How many of the leading candidates (the first included) are predicted within NEAR_TIE of
+    the first one's tokens/s/GPU."""
+    if not candidates:
+        return 0
+    best = candidates[0].tokens_per_sec_per_gpu
+    count = 0
+    for c in candidates:
+        if c.tokens_per_sec_per_gpu < best * (1 - NEAR_TIE):
+            break
+        count += 1
+    return count
+
+
+def near_tie_text(candidates: list[Candidate]) -> list[str]:
+    n = near_tie_count(candidates)
+    return [t("planner.near_tie", last=n, pct=NEAR_TIE), ""] if n > 1 else []
+
+
 def rejected_json(rejected: dict[str, Rejection]) -> list[dict[str, Any]]:
     out = []
     for code, r in sorted(rejected.items(), key=lambda item: -item[1].count):
