@@ -91,9 +91,14 @@ def load_rows(path: Path = CSV_PATH) -> list[Row]:
 
 
 def with_fitting_recompute(row: Row) -> Layout:
-    """The published layout with the cheapest recompute our memory model lets fit."""
-    for recompute in ("none", "selective", "full"):
-        layout = replace(row.layout, recompute=recompute)
+    """The published layout with the cheapest recompute our memory model lets fit, from the same
+    levels the search tries (none, selective, full recompute of part of each chunk, of all)."""
+    from mbridge_launch.planner.rules import chunk_layers
+    from mbridge_launch.planner.search import RECOMPUTE_ORDER, recompute_levels
+
+    per_chunk = chunk_layers(row.arch.num_layers, row.layout)
+    for recompute, layers in recompute_levels(list(RECOMPUTE_ORDER), per_chunk, partial=True):
+        layout = replace(row.layout, recompute=recompute, recompute_layers=layers)
         if estimate_memory(row.arch, layout, row.hw.hbm_gb, precision=row.precision, grad_bytes=GRAD_BYTES).fits:
             return layout
     return replace(row.layout, recompute="full")

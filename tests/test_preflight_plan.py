@@ -168,3 +168,22 @@ def test_unparseable_plan_exits_2(tmp_path):
 
 def test_missing_plan_file_exits_2(tmp_path):
     assert cli("preflight", str(tmp_path / "nope.yaml")).returncode == 2
+
+
+def test_block_recompute_counts_the_layers_that_keep_activations(plan):
+    """Full recompute of 1 layer per chunk (recompute_method=block) keeps the other layers'
+    activations: more memory than recomputing every layer, less than none."""
+    from mbridge_launch.planner.rules import Layout
+    from mbridge_launch.preflight.plan_checks import layout_from_plan
+
+    def layout(**overrides):
+        edited = edit(plan, **{"parallelism.recompute": "full"},
+                      overrides=[override(k, v, "execution").model_dump(by_alias=True) for k, v in overrides.items()])
+        return layout_from_plan(PreflightContext(plan=edited, env={}), Layout)
+
+    block = layout(**{"model.recompute_granularity": "full", "model.recompute_method": "block",
+                      "model.recompute_num_layers": "1"})
+    assert (block.recompute, block.recompute_layers) == ("full", 1)
+    every = layout(**{"model.recompute_granularity": "full", "model.recompute_method": "uniform",
+                      "model.recompute_num_layers": "1"})
+    assert (every.recompute, every.recompute_layers) == ("full", None)

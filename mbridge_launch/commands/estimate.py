@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bf16-grads", action="store_true",
                         help="gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false, as benchmark recipes run)")
     parser.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    parser.add_argument("--recompute-layers", type=int, metavar="N",
+                        help="with --recompute full: only the first N layers of each pipeline chunk "
+                             "(recompute_method=block); default every layer")
     parser.add_argument("--cp-comm-type", choices=("p2p", "a2a", "a2a+p2p", "allgather"))
     parser.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off (on by default when TP > 1)")
     parser.add_argument("--uneven-pp", action="store_true",
@@ -54,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     for flag in ("gpus", "tp", "pp", "cp", "ep", "mbs", "seq_length"):
         inputs.positive("--" + flag.replace("_", "-"), getattr(args, flag))
-    for flag in ("vp", "etp", "gbs"):
-        inputs.positive("--" + flag, getattr(args, flag))
+    for flag in ("vp", "etp", "gbs", "recompute_layers"):
+        inputs.positive("--" + flag.replace("_", "-"), getattr(args, flag))
     if args.mtp_layers is not None and args.mtp_layers < 0:
         raise UserError("planner.bad_number", flag="--mtp-layers", value=args.mtp_layers)
     got = inputs.resolve(args.model, args.gpu_type, args.precision, args.goal, args.hf_config)
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     layout = Layout(
         tp=args.tp, pp=args.pp, vp=args.vp if args.vp and args.vp > 1 else None, cp=args.cp, ep=args.ep, etp=args.etp,
         sp=args.tp > 1 and not args.no_sp, mbs=args.mbs, gbs=args.gbs or args.mbs * dp, seq_length=args.seq_length,
-        world=args.gpus, fsdp=args.fsdp, recompute=args.recompute,
+        world=args.gpus, fsdp=args.fsdp, recompute=args.recompute, recompute_layers=args.recompute_layers,
         cp_comm_type=args.cp_comm_type or ("p2p" if args.cp > 1 else None), uneven_pp=args.uneven_pp,
         gpus_per_node=hw.gpus_per_node,
     )

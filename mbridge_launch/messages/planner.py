@@ -36,6 +36,16 @@ MESSAGES = {
         "FSDP with DP x CP = 1 has nothing to shard; use the distributed optimizer instead",
         "DP x CP = 1 时 FSDP 无可分片的内容；请改用分布式优化器",
     ),
+    "planner.recompute_block": ("full ({layers} layers per pipeline chunk)", "完全（每个流水线块 {layers} 层）"),
+    "planner.rule.recompute_layers_full": (
+        "recompute_layers={layers} needs full recompute (recompute is '{recompute}') and at least 1 layer",
+        "recompute_layers={layers} 需要完全激活重计算（当前为 '{recompute}'），且至少 1 层",
+    ),
+    "planner.rule.recompute_layers_chunk": (
+        "recompute_layers={layers} exceeds the {chunk} layers of a pipeline chunk of {model} at PP={pp}, VP={vp}; "
+        "valid: {valid}",
+        "recompute_layers={layers} 超过 {model} 在 PP={pp}、VP={vp} 时每个流水线块的 {chunk} 层；可选：{valid}",
+    ),
     "planner.rule.recompute": (
         "unknown recompute '{value}'; valid: {valid}",
         "未知的激活重计算设置 '{value}'；可选：{valid}",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from mbridge_launch.models import ModelArch
-from mbridge_launch.planner.rules import Layout
+from mbridge_launch.planner.rules import Layout, recompute_share
 
 GIB = float(2**30)
 ALLOWANCE_GIB = 3.0  # CUDA context ~0.6, workspaces ~0.5, NCCL communicators/buffers ~1.5-2
@@ -267,9 +267,11 @@ class _MemoryModel:
             inflight_chunks, chunks = float(min(warm + 1, m * vp)), float(vp)
         else:
             inflight_chunks, chunks = float(min(pp if first else 1, m)), 1.0
-        if L.recompute == "full":
+        share = recompute_share(arch.num_layers, L)
+        if share > 0.0:
+            # recomputed layers keep only their input; the others (block method) keep everything
             layer_inputs = 2.0 * arch.hidden_size * tokens / split * n_layers / chunks
-            activations = layer_inputs * inflight_chunks + working
+            activations = (share * layer_inputs + (1.0 - share) * stage_act / chunks) * inflight_chunks + working
         else:
             activations = stage_act / chunks * inflight_chunks
         if first:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mbridge_launch.errors import UserError
-from mbridge_launch.recommend.settings import FSDP_SHARDING_STRATEGY, FULL_RECOMPUTE_SETTINGS
+from mbridge_launch.recommend.settings import FSDP_SHARDING_STRATEGY, full_recompute_settings
 
 def layout_overrides(layout: Any) -> list[str]:
     """The layout as run_recipe.py KEY=VALUE overrides."""
@@ -34,7 +34,7 @@ def layout_overrides(layout: Any) -> list[str]:
         items.append("model.recompute_granularity=selective")
     elif layout.recompute == "full":
         items.append("model.recompute_granularity=full")
-        items += [f"{key}={value}" for key, value in FULL_RECOMPUTE_SETTINGS.items()]
+        items += [f"{key}={value}" for key, value in full_recompute_settings(layout.recompute_layers).items()]
     if layout.fsdp:
         items += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={FSDP_SHARDING_STRATEGY}"]
     return items

@@ -10,6 +10,7 @@ from typing import Any
 from mbridge_launch.hardware import Hardware
 from mbridge_launch.i18n import t
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
+from mbridge_launch.planner.rules import recompute_label
 from mbridge_launch.planner.search import Candidate, Rejection
 
 BAR_WIDTH = 40
@@ -31,7 +32,7 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None) -> d
         "tp": L.tp, "pp": L.pp, "vp": L.vp, "cp": L.cp, "ep": L.ep, "etp": L.etp, "dp": L.dp, "sp": L.sp,
         "mbs": L.mbs, "gbs": L.gbs, "grad_accum": L.grad_accum, "seq_length": L.seq_length, "gpus": L.world,
         "fsdp": L.fsdp, "distributed_optimizer": L.distributed_optimizer and not L.fsdp, "recompute": L.recompute,
-        "cp_comm_type": L.cp_comm_type, "uneven_pp": L.uneven_pp,
+        "recompute_layers": L.recompute_layers, "cp_comm_type": L.cp_comm_type, "uneven_pp": L.uneven_pp,
         "memory_gb": c.memory.as_dict(), "memory_stage": c.memory.stage, "hbm_gb": hw.hbm_gb,
         "memory_limit_gb": round(HEADROOM * hw.hbm_gb, 2), "fits": c.fits,
         "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1),
@@ -120,7 +121,7 @@ def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") 
 def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None = None) -> list[str]:
     L = c.layout
     lines = [t("planner.candidate", rank=rank, tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1,
-               dp=L.dp, mbs=L.mbs, recompute=L.recompute, fsdp=" FSDP" if L.fsdp else "")]
+               dp=L.dp, mbs=L.mbs, recompute=recompute_label(L), fsdp=" FSDP" if L.fsdp else "")]
     lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
                    step=c.step_time_s))
     spend = budget(c, tokens, L.world or 1)

@@ -37,6 +37,9 @@ class Layout:
     world: Optional[int] = None
     fsdp: bool = False
     recompute: str = "none"
+    # full recompute of only this many layers per pipeline chunk (Megatron's recompute_method=block,
+    # recompute_num_layers=N); None: every layer (method=uniform, one layer per group)
+    recompute_layers: Optional[int] = None
     cp_comm_type: Optional[str] = None
     packing: bool = False
     cpu_offload: bool = False
@@ -157,6 +160,30 @@ def stage_layers(num_layers: int, pp: int, vp: int, layout: Layout | None = None
     return -(-num_layers // chunks) * vp
 
 
+def chunk_layers(num_layers: int, layout: Layout) -> int:
+    """Decoder layers in the largest pipeline chunk (a stage's share with VP)."""
+    return -(-num_layers // (layout.pp * layout.vp_size))
+
+
+def recompute_share(num_layers: int, layout: Layout) -> float:
+    """The share of a chunk's layers that full recompute recomputes: 1 for every layer, N / chunk
+    layers with recompute_layers=N, 0 without full recompute."""
+    if layout.recompute != "full":
+        return 0.0
+    if layout.recompute_layers is None:
+        return 1.0
+    return min(1.0, layout.recompute_layers / max(chunk_layers(num_layers, layout), 1))
+
+
+def recompute_label(layout: Layout) -> str:
+    """The recompute level as the cards print it ('full (4 layers per pipeline chunk)')."""
+    if layout.recompute == "full" and layout.recompute_layers is not None:
+        from mbridge_launch.i18n import t
+
+        return t("planner.recompute_block", layers=layout.recompute_layers)
+    return layout.recompute
+
+
 def check_layout(layout: Layout, arch: ModelArch | None, hardware: Hardware | None = None) -> list[Violation]:
     """Every rule `layout` breaks for `arch` on `hardware` (either may be None: those rules skip)."""
     out: list[Violation] = []
@@ -226,6 +253,9 @@ def _feature_rules(L: Layout, out: list[Violation]) -> None:
         out.append(_v("RULE_FSDP_DP", "planner.rule.fsdp_dp", "fsdp", severity="warning"))
     if L.recompute not in RECOMPUTE:
         out.append(_v("RULE_RECOMPUTE", "planner.rule.recompute", "recompute", RECOMPUTE, value=L.recompute))
+    if L.recompute_layers is not None and (L.recompute != "full" or L.recompute_layers < 1):
+        out.append(_v("RULE_RECOMPUTE_LAYERS", "planner.rule.recompute_layers_full", "recompute_layers", ("full",),
+                      layers=L.recompute_layers, recompute=L.recompute))
     if L.tp > 1 and not L.sp:
         out.append(_v("RULE_SP_TP", "planner.rule.sp_off", "sp", (True,), severity="warning", tp=L.tp))
     if L.tp == 1 and L.sp:
@@ -257,6 +287,11 @@ def _model_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
         out.append(_v("RULE_CP_A2A_HEADS", "planner.rule.cp_a2a_heads", "cp_comm_type", ("p2p", "a2a+p2p"),
                       cp=L.cp, local=g // L.tp, model=name))
     _pipeline_rules(L, arch, out)
+    per_chunk = chunk_layers(arch.num_layers, L)
+    if L.recompute == "full" and L.recompute_layers is not None and L.recompute_layers > per_chunk:
+        out.append(_v("RULE_RECOMPUTE_LAYERS", "planner.rule.recompute_layers_chunk", "recompute_layers",
+                      tuple(range(1, per_chunk + 1)), layers=L.recompute_layers, chunk=per_chunk, pp=L.pp,
+                      vp=L.vp_size, model=name))
     _expert_rules(L, arch, out)
     if arch.max_position_embeddings and L.seq_length > arch.max_position_embeddings:
         out.append(_v("RULE_SEQ_POSITIONS", "planner.rule.seq_positions", "seq_length", severity="warning",

@@ -21,7 +21,7 @@ from typing import Iterable
 from mbridge_launch.hardware import Hardware
 from mbridge_launch.models import ModelArch
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown, estimate_memory, static_memory
-from mbridge_launch.planner.rules import Layout, Violation, check_layout, divisors, evolve, valid_tp
+from mbridge_launch.planner.rules import Layout, Violation, check_layout, chunk_layers, divisors, evolve, valid_tp
 from mbridge_launch.planner.throughput import StepEstimate, estimate_step, step_model
 
 MBS_CHOICES = (1, 2, 4, 8)
@@ -313,6 +313,17 @@ def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: s
     return best
 
 
+def recompute_levels(recomputes: list[str], per_chunk: int, partial: bool) -> list[tuple[str, int | None]]:
+    """Recompute levels from the lightest: none, selective, full recompute of a quarter, half and
+    three quarters of each chunk's layers (Megatron's block method), then of every layer."""
+    levels: list[tuple[str, int | None]] = []
+    for recompute in recomputes:
+        if recompute == "full" and partial:
+            levels += [("full", n) for n in sorted({-(-per_chunk * k // 4) for k in (1, 2, 3)}) if n < per_chunk]
+        levels.append((recompute, None))
+    return levels
+
+
 def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, goal: str,
                   opts: Options = Options(), result: SearchResult | None = None) -> Iterable[tuple[Layout, MemoryBreakdown]]:
     """Every (MBS, VP) of a rule-valid grid with the lightest recompute that fits in memory."""
@@ -325,8 +336,9 @@ def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, g
         fitted_any = False
         for vp in _vp_choices(arch, grid.pp):
             layout = evolve(grid, mbs=mbs, vp=vp, uneven_pp=arch.num_layers % (grid.pp * (vp or 1)) != 0)
-            for recompute in recomputes:
-                trial = evolve(layout, recompute=recompute)
+            for recompute, layers in recompute_levels(recomputes, chunk_layers(arch.num_layers, layout),
+                                                       partial=not opts.recompute):
+                trial = evolve(layout, recompute=recompute, recompute_layers=layers)
                 memory = estimate_memory(arch, trial, hw.hbm_gb, precision=precision, goal=goal, grad_bytes=opts.grad_bytes)
                 if result is not None:
                     result.evaluated += 1

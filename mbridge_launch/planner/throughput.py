@@ -35,7 +35,7 @@ from functools import lru_cache
 from mbridge_launch.hardware import Hardware
 from mbridge_launch.models import ModelArch
 from mbridge_launch.planner.flops import FlopsPerToken, flops_per_token
-from mbridge_launch.planner.rules import Layout
+from mbridge_launch.planner.rules import Layout, recompute_share
 
 
 @dataclass(frozen=True)
@@ -261,7 +261,7 @@ class _StepModel:
             per_expert = tokens_mb / split * (arch.moe_router_topk or 1) * L.ep / (arch.num_moe_experts or 1)
             moe_rate = self.peak_bf16 * cal.moe_eff * per_expert / (per_expert + cal.moe_half_tokens)
             moe_rate = min(moe_rate * (cal.moe_lowp_gain if self.low_precision else 1.0), gemm_rate)
-        recompute_factor = _RECOMPUTE_FACTOR.get(L.recompute, 1.0)
+        recompute_factor = _recompute_factor(L, arch.num_layers)
         per_tok_gemm = (fl.gemm - fl.logits) * recompute_factor + fl.logits
         scale = tokens_mb / split
         t_gemm = (per_tok_gemm + fl.mamba * recompute_factor) * scale / gemm_rate
@@ -278,7 +278,7 @@ class _StepModel:
         # TP: 4 sequence-parallel collectives forward, 4 backward per layer (x1.5 with full recompute)
         t_tp = 0.0
         if tp > 1:
-            n_tp = 8 * (1.5 if L.recompute == "full" else 1.0)
+            n_tp = 8 * (1.0 + 0.5 * recompute_share(arch.num_layers, L))
             t_tp = n_tp * self.layers * _ring_time(tokens_mb / cp * h * 2.0, tp, 1, hw, cal)
         # CP: ring exchange of K and V (cp-1 steps), backward twice as much
         t_cp = 0.0
@@ -374,4 +374,11 @@ class _StepModel:
         )
 
 
-_RECOMPUTE_FACTOR = {"none": 1.0, "selective": 1.03, "full": 4.0 / 3.0}
+_SELECTIVE_FACTOR = 1.03
+_FULL_EXTRA = 1.0 / 3.0  # full recompute repeats the forward: +1/3 of forward + backward
+
+
+def _recompute_factor(L: Layout, num_layers: int) -> float:
+    if L.recompute == "selective":
+        return _SELECTIVE_FACTOR
+    return 1.0 + _FULL_EXTRA * recompute_share(num_layers, L)

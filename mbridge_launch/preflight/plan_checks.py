@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mbridge_launch.errors import UserError
 from mbridge_launch.overrides import is_true
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
@@ -71,6 +72,21 @@ def check_grid_vs_cluster(ctx: PreflightContext) -> list[Check]:
     return checks
 
 
+def _block_recompute_layers(ctx: PreflightContext) -> int | None:
+    """N when full recompute covers only N layers per pipeline chunk (recompute_method=block, from
+    the overrides or the recipe): the other layers keep their activations, which costs memory."""
+    from mbridge_launch.recommend.settings import recompute_layers
+
+    recipe = ctx.recipe()
+    if not recipe.ok:
+        return None
+    overrides = {o.key.lstrip("+"): o.value or "" for o in ctx.plan.overrides}
+    try:
+        return recompute_layers(recipe.value, {**overrides, "model.recompute_granularity": "full"})
+    except UserError:
+        return None  # not a positive integer: read as every layer (the lighter memory case)
+
+
 def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
     """The planner's Layout for the Plan, with the feature flags the overrides set."""
     p, c = ctx.plan.parallelism, ctx.plan.cluster
@@ -83,6 +99,7 @@ def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
         "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "sp": p.sp,
         "mbs": p.mbs, "gbs": p.gbs, "seq_length": p.seq_length, "world": c.total_gpus,
         "fsdp": p.fsdp, "recompute": p.recompute, "cp_comm_type": ctx.override("model.cp_comm_type"),
+        "recompute_layers": _block_recompute_layers(ctx) if p.recompute == "full" else None,
         "packing": uses_packing(ctx), "cpu_offload": offload, "gpus_per_node": c.gpus_per_node,
         "distributed_optimizer": p.distributed_optimizer,
         "uneven_pp": first is not None or last is not None,

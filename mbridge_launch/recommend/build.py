@@ -63,6 +63,7 @@ def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = N
                   ep=recipe.ep or 1, etp=recipe.etp, sp=bool(recipe.sp), mbs=recipe.mbs or 1,
                   gbs=recipe.gbs or 1, seq_length=recipe.seq_length or recipe.dataset_seq_length or 4096,
                   world=world, recompute=settings.recompute(recipe, overrides),
+                  recompute_layers=settings.recompute_layers(recipe, overrides),
                   fsdp=settings.megatron_fsdp(recipe, overrides),
                   packing=bool(settings.offline_packing(recipe, overrides).value),
                   cp_comm_type=(recipe.features or {}).get("cp_comm_type"))
@@ -98,8 +99,9 @@ def _apply_user_layout(layout: Any, request: Request, recipe: Any) -> Any:
     names = {v: k for k, v in LAYOUT_KEYS.items()}
     overrides = {o.path: o.value or "" for o in request.overrides}
     updates: dict[str, Any] = {"packing": bool(settings.offline_packing(recipe, overrides).value)}
-    if "model.recompute_granularity" in overrides:
+    if any(k in overrides for k in ("model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers")):
         updates["recompute"] = settings.recompute(recipe, overrides)
+        updates["recompute_layers"] = settings.recompute_layers(recipe, overrides)
     if any(k in overrides for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")):
         updates["fsdp"] = settings.megatron_fsdp(recipe, overrides)
     for o in request.overrides:

@@ -68,15 +68,17 @@ def _recompute_text(level: str) -> Any:
 def _record_recompute(rec: Any, before: Any, after: Any, user_keys: set[str]) -> None:
     """A recompute level the memory model needed. Full recompute needs a method and a layer count
     in Megatron Core; leaving full recompute clears them."""
-    if before.recompute == after.recompute or RECOMPUTE_KEY in user_keys:
+    same_level = before.recompute == after.recompute
+    if (same_level and before.recompute_layers == after.recompute_layers) or RECOMPUTE_KEY in user_keys:
         return
     cls = classify(RECOMPUTE_KEY)
     reason = _resize_reason(rec, after, cls.reason_key)
-    rec.changes.append(_change(RECOMPUTE_KEY, _recompute_text(before.recompute), _recompute_text(after.recompute),
-                               cls.change_class, reason, "resize"))
+    if not same_level:
+        rec.changes.append(_change(RECOMPUTE_KEY, _recompute_text(before.recompute), _recompute_text(after.recompute),
+                                   cls.change_class, reason, "resize"))
     companions: dict[str, Any] = {}
     if after.recompute == "full":
-        companions = dict(S.FULL_RECOMPUTE_SETTINGS)
+        companions = S.full_recompute_settings(after.recompute_layers)
     elif before.recompute == "full":
         companions = {key: None for key in S.FULL_RECOMPUTE_SETTINGS}
     for key, value in companions.items():

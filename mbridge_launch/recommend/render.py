@@ -30,7 +30,7 @@ def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
             "tp": layout.tp, "pp": layout.pp, "vp": layout.vp, "cp": layout.cp, "ep": layout.ep,
             "etp": layout.etp, "sp": layout.sp, "dp": layout.dp, "mbs": layout.mbs, "gbs": layout.gbs,
             "seq_length": layout.seq_length, "nodes": rec.nodes, "gpus_per_node": rec.gpus_per_node,
-            "recompute": layout.recompute, "fsdp": layout.fsdp,
+            "recompute": layout.recompute, "recompute_layers": layout.recompute_layers, "fsdp": layout.fsdp,
         },
         "changes": [c.as_json() for c in all_changes(rec, plan)],
         "warnings": [{"code": code, "message": message} for code, message in rec.warnings],
@@ -43,6 +43,8 @@ def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
 
 
 def as_card(rec: Any, plan: Any, command: str) -> str:
+    from mbridge_launch.planner.rules import recompute_label
+
     layout = rec.layout
     lines = [f"== {t('card.title')} =="]
     alias = (rec.recipe.aliases or [None])[0]
@@ -55,7 +57,7 @@ def as_card(rec: Any, plan: Any, command: str) -> str:
     etp = layout.etp if layout.etp else "-"
     lines.append(f"{t('card.layout')}: TP={layout.tp} PP={layout.pp} VP={vp} CP={layout.cp} EP={layout.ep} "
                  f"ETP={etp} SP={t('card.on') if layout.sp else t('card.off')} DP={layout.dp}"
-                 + (f" {t('card.recompute')}={layout.recompute}" if layout.recompute != "none" else "")
+                 + (f" {t('card.recompute')}={recompute_label(layout)}" if layout.recompute != "none" else "")
                  + (" FSDP" if layout.fsdp else ""))
     lines.append(f"{t('card.batch')}: " + t("card.batch_line", mbs=layout.mbs, gbs=layout.gbs,
                                            ga=layout.gbs // max(1, layout.mbs * layout.dp), seq=layout.seq_length))

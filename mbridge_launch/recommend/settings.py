@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mbridge_launch.errors import UserError
 from mbridge_launch.overrides import is_on
 
 # Values that switch a setting off, as the catalog stores them and as users write them.
@@ -143,6 +144,31 @@ def recompute(recipe: Any, overrides: dict[str, str]) -> str:
     found = setting(recipe, overrides, ("model.recompute_granularity",))
     value = str(found.value).strip().lower() if is_on(found.value) else "none"
     return value if value in ("selective", "full") else "none"
+
+
+def full_recompute_settings(layers: int | None) -> dict[str, Any]:
+    """Megatron Core's method and layer count for full recompute of every layer (None), or of the
+    first `layers` layers of each pipeline chunk (block method: the rest keep their activations)."""
+    if layers is None:
+        return dict(FULL_RECOMPUTE_SETTINGS)
+    return {"model.recompute_method": "block", "model.recompute_num_layers": layers}
+
+
+def recompute_layers(recipe: Any, overrides: dict[str, str]) -> int | None:
+    """N when full recompute covers only N layers per chunk (recompute_method=block), else None."""
+    if recompute(recipe, overrides) != "full":
+        return None
+    method = setting(recipe, overrides, ("model.recompute_method",)).value
+    if str(method).strip().lower() != "block":
+        return None
+    found = setting(recipe, overrides, ("model.recompute_num_layers",))
+    try:
+        layers = int(str(found.value).strip())
+    except ValueError:
+        raise UserError("recommend.override_int", setting="model.recompute_num_layers", value=found.value) from None
+    if layers < 1:
+        raise UserError("recommend.override_int", setting="model.recompute_num_layers", value=found.value)
+    return layers
 
 
 def megatron_fsdp(recipe: Any, overrides: dict[str, str]) -> bool:
