@@ -187,7 +187,8 @@ def main() -> int:
                   + "; ".join(invalid), ""]
     lines += [
         "How the rows are read: the published layout is estimated with the lightest recompute the memory model "
-        "lets fit; benchmark recipes reduce gradients in bf16 (2-byte gradient buffers); `tokendrop` rows run "
+        "lets fit (none, selective, full recompute of a quarter, half or three quarters of each pipeline chunk's "
+        "layers, then of all); benchmark recipes reduce gradients in bf16 (2-byte gradient buffers); `tokendrop` rows run "
         "without the dropless-MoE synchronisation, `w/o MTP` rows without DeepSeek-V3's MTP layer; 61-layer "
         "models declare uneven pipeline stages. `plan` ranks one entry per (TP, PP, CP, EP, ETP, FSDP) grid (its "
         "best MBS/VP/recompute) by predicted tokens/s/GPU with a small charge above 80% of HBM and a conventional-layout "

@@ -70,7 +70,7 @@ def test_search_tries_partial_levels_before_every_layer():
     # Llama 3 70B at 8k, MBS 2, FSDP over 64 GB300: nothing lighter than full recompute fits, and a
     # quarter of the layers is enough (the published run does not recompute every layer either)
     found = search(LLAMA70, GB300, 64, gbs=256, seq_length=8192, precision="fp8cs",
-                   options=Options(mbs=2, fsdp=True, tp=1), top=1)
+                   options=Options(mbs=2, fsdp=True, tp=1, cp=1), top=1)
     best = found.best.layout
     assert (best.tp, best.pp, best.fsdp, best.recompute) == (1, 1, True, "full")
     assert best.recompute_layers == 20 and found.best.fits
