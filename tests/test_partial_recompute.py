@@ -99,3 +99,25 @@ def test_recommend_refuses_a_bad_layer_count(capsys):
                  "model.recompute_method=block", "model.recompute_num_layers=some", "--lang", "en"])
     err = capsys.readouterr().err
     assert code == 2 and "model.recompute_num_layers needs a positive integer, got 'some'" in err
+
+
+def test_a_planner_picked_block_recompute_is_a_recorded_change():
+    from types import SimpleNamespace
+
+    from mbridge_launch.catalog import load_catalog
+    from mbridge_launch.recommend import changes
+
+    recipe = load_catalog().get("llama3_70b_pretrain_config")  # no recompute of its own
+    assert recipe is not None and not recipe.features.get("recompute_granularity")
+    rec = SimpleNamespace(recipe=recipe, changes=[], request=SimpleNamespace(overrides=[]))
+    before = Layout(tp=4, pp=4, vp=5, sp=True, mbs=1, gbs=128, seq_length=8192, world=64)
+    changes._record_recompute(rec, before, evolve(before, recompute="full", recompute_layers=2), set())
+    recorded = {c.field: c.to for c in rec.changes}
+    assert recorded == {"model.recompute_granularity": "full", "model.recompute_method": "block",
+                        "model.recompute_num_layers": 2}
+    # from every layer to part of them: only the method and the count change
+    rec.changes.clear()
+    every = evolve(before, recompute="full")
+    changes._record_recompute(rec, every, evolve(every, recompute_layers=3), set())
+    assert {c.field: (c.from_, c.to) for c in rec.changes} == {
+        "model.recompute_method": (None, "block"), "model.recompute_num_layers": (None, 3)}
