@@ -21,8 +21,8 @@ Per step: (micro-batches + (PP-1)/VP bubble) x stage time (stages as uneven as t
 the last one also running the LM head unless the split is declared uneven),
 plus pipeline send/receive (bandwidth + CAL.p2p_latency_s), the data-parallel gradient
 reduce-scatter / parameter all-gather (hierarchical: NVLink inside a domain, every GPU's NIC
-across; plus CAL.ring_step_s per ring step and bucket) not hidden behind the last micro-batch, Megatron-FSDP's per-micro-batch gathers
-(CAL.fsdp_exposed), and the optimizer step (HBM-bound).
+across; plus CAL.ring_step_s per ring step and bucket) not hidden behind the last micro-batch,
+Megatron-FSDP's per-micro-batch gathers (CAL.fsdp_exposed), and the optimizer step (HBM-bound).
 Every term is a time added to GEMM time at or below peak: no estimate exceeds the peak.
 The constants are fitted by benchmarks/fit_constants.py on the published benchmark rows.
 """
