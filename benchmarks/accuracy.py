@@ -16,6 +16,7 @@ Writes benchmarks/RESULTS.md (unless --no-write).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -24,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import GRAD_BYTES, Row, load_rows  # noqa: E402
-from fitting import fit_ranked, predict, prepared, rank_problems  # noqa: E402
+from fitting import RESTARTS, fit_ranked, predict, prepared, rank_problems  # noqa: E402
 
 from mbridge_launch.planner.flops import flops_per_token  # noqa: E402
 from mbridge_launch.planner.search import Options, search  # noqa: E402
@@ -81,19 +82,40 @@ def above_peak(items, cal) -> list[str]:
     return bad
 
 
-def leave_one_out(rows: list[Row], attr: str, iters: int, problems: list, rounds: int) -> dict[str, list[float]]:
+def _held_out_errors(task: tuple) -> tuple[str, str, list[float]]:
+    """One leave-one-out refit (a process of its own with --jobs): fit without group `g` of
+    `attr`, predict its rows."""
+    attr, g, iters, rounds, restarts = task
+    rows = load_rows()
+    train = [r for r in rows if getattr(r, attr) != g]
+    held = prepared([r for r in rows if getattr(r, attr) == g])
+    cal = fit_ranked(train, start=Calibration(), rounds=rounds, iters=iters, problems=rank_problems(train),
+                     restarts=restarts)
+    return attr, g, errors_with(held, cal)
+
+
+def leave_one_out(rows: list[Row], iters: int, rounds: int, restarts: int, jobs: int) -> dict[str, dict[str, list[float]]]:
     """Refit exactly as fit_constants.py does (from the physical defaults, regression + ranking
-    term) on every row except one system's or one model's, then predict the held-out rows."""
-    groups = sorted({getattr(r, attr) for r in rows})
-    out: dict[str, list[float]] = {}
-    for g in groups:
-        train = [r for r in rows if getattr(r, attr) != g]
-        held = prepared([r for r in rows if getattr(r, attr) == g])
-        train_problems = [p for p in problems if getattr(p.row, attr) != g]
-        cal = fit_ranked(train, start=Calibration(), rounds=rounds, iters=iters, problems=train_problems)
-        out[g] = errors_with(held, cal)
-        print(f"  held out {attr}={g}: {len(held)} rows, median |error| {pct(summary(out[g])['median'])}", flush=True)
-    return out
+    term, the same restarts) on every row except one system's or one model's, then predict the
+    held-out rows; the refits run in `jobs` processes."""
+    tasks = [(attr, g, iters, rounds, restarts) for attr in ("system", "model")
+             for g in sorted({getattr(r, attr) for r in rows})]
+    out: dict[str, dict[str, list[float]]] = {"system": {}, "model": {}}
+
+    def record(attr: str, g: str, errors: list[float]) -> None:
+        out[attr][g] = errors
+        print(f"  held out {attr}={g}: {len(errors)} rows, median |error| {pct(summary(errors)['median'])}", flush=True)
+
+    if jobs <= 1:
+        for task in tasks:
+            record(*_held_out_errors(task))
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for result in pool.map(_held_out_errors, tasks):
+                record(*result)
+    return {attr: dict(sorted(groups.items())) for attr, groups in out.items()}
 
 
 # ---------------------------------------------------------------------- 5. baseline
@@ -131,6 +153,8 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
     parser.add_argument("--iters", type=int, default=800, help="Nelder-Mead iterations per refit round")
     parser.add_argument("--rounds", type=int, default=2, help="ranking-term rounds per refit (fit_constants uses 2)")
+    parser.add_argument("--restarts", type=int, default=RESTARTS, help=f"starts per refit (default {RESTARTS}, as fit_constants)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes for the leave-one-out refits")
     args = parser.parse_args()
     start = time.time()
     rows = load_rows()
@@ -151,11 +175,10 @@ def main() -> int:
 
     loso = lomo = None
     if not args.quick:
-        problems = rank_problems(rows)
-        print("leave-one-system-out:", flush=True)
-        loso = leave_one_out(rows, "system", args.iters, problems, args.rounds)
-        print("leave-one-model-out:", flush=True)
-        lomo = leave_one_out(rows, "model", args.iters, problems, args.rounds)
+        print(f"leave-one-system-out and leave-one-model-out ({args.restarts} starts per refit, {args.jobs} processes):",
+              flush=True)
+        held = leave_one_out(rows, args.iters, args.rounds, args.restarts, args.jobs)
+        loso, lomo = held["system"], held["model"]
 
     lines = ["# Planner benchmarks", "", "## Accuracy (`python benchmarks/accuracy.py`)", "",
              f"{len(rows)} published rows with a known architecture ({len(items)} with a measured tokens/s); "
@@ -196,7 +219,8 @@ def main() -> int:
         "CP at sequences up to 8k). The constants are "
         "fitted by `benchmarks/fit_constants.py` (regression on tokens/s plus a ranking term that asks the "
         "published grid to come first, with physical priors); every leave-one-out refit repeats that whole "
-        "procedure without the held-out rows, ranking term included (weighted RANK_WEIGHT = 3 against "
+        "procedure without the held-out rows, ranking term and restarts included (five Nelder-Mead starts, the "
+        "defaults and four seeded perturbations, the lowest objective wins; weighted RANK_WEIGHT = 3 against "
         "the regression, which buys ranking at some cost in the within-15% share). Besides compute, the "
         "model charges every ring step of the data-parallel and Megatron-FSDP collectives (CAL.ring_step_s, "
         "what makes 512-way FSDP slow at scale), puts the LM head(s) on the last pipeline stage unless the "

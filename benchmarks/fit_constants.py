@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import ROOT, load_rows  # noqa: E402
-from fitting import fit_ranked, predict, prepared  # noqa: E402
+from fitting import RESTARTS, fit_ranked, predict, prepared  # noqa: E402
 
 from mbridge_launch.planner.throughput import Calibration  # noqa: E402
 
@@ -44,11 +44,13 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="write the constants into throughput.py")
     parser.add_argument("--iters", type=int, default=800, help="Nelder-Mead iterations per round")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the ranking term")
+    parser.add_argument("--restarts", type=int, default=RESTARTS,
+                        help=f"fits from the defaults and from perturbed starts; the lowest objective wins (default {RESTARTS})")
     args = parser.parse_args()
     rows = load_rows()
     start = time.time()
     # start from the physical defaults of Calibration (not from the committed constants)
-    cal = fit_ranked(rows, start=Calibration(), rounds=args.rounds, iters=args.iters)
+    cal = fit_ranked(rows, start=Calibration(), rounds=args.rounds, iters=args.iters, restarts=args.restarts)
     items = prepared(rows)
     errors = [abs(predict(r, L, cal) / r.tokens_per_sec - 1) for r, L in items]
     text = render(cal)

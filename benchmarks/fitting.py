@@ -56,7 +56,7 @@ _DICTS = ("gemm_eff", "generation", "host_latency")
 # costs as much as one row mispredicted by DELTA. They keep the fit physical when the rows cannot
 # tell two constants apart, which is what makes it generalise to unseen systems and models.
 PRIORS: dict[str, tuple[float, float]] = {
-    "gemm_eff.bf16": (0.72, 0.2), "gemm_eff.fp8": (0.65, 0.2), "gemm_eff.fp8mx": (0.62, 0.2),
+    "gemm_eff.bf16": (0.75, 0.08), "gemm_eff.fp8": (0.65, 0.2), "gemm_eff.fp8mx": (0.62, 0.2),
     "gemm_eff.nvfp4": (0.50, 0.3), "attn_eff": (0.45, 0.3), "attn_half_tokens": (256.0, 0.7), "exp_share": (0.3, 0.7),
     "moe_eff": (0.6, 0.4), "moe_lowp_gain": (1.4, 0.3), "moe_half_tokens": (1500.0, 0.7),
     "elementwise": (1.5, 0.5), "generation.hopper": (1.0, 0.1), "generation.blackwell_ultra": (1.1, 0.1),
@@ -66,6 +66,9 @@ PRIORS: dict[str, tuple[float, float]] = {
     "ring_step_s": (1e-5, 1.0), "host_latency.grace": (1.0, 0.5),
 }
 DELTA = 0.06
+# The published rows run every dense model in FP8/FP4 and only MoE models in BF16, so they cannot
+# pin the dense BF16 GEMM efficiency (unconstrained, fits wander to 0.35 or 0.85); its prior is
+# tight around what BF16 GEMMs reach on Hopper and Blackwell.
 
 
 def prior_penalty(cal: Calibration) -> float:
@@ -176,6 +179,7 @@ def fit(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, iters: i
 # soft margin), which pins the constants that only matter for the layouts NOT chosen (latency
 # per micro-batch, exposed communication, FSDP), and which the regression alone cannot see.
 RANK_TAU = 0.02
+RESTARTS = 5  # starts per fit (fit_constants.py and every leave-one-out refit of accuracy.py)
 RANK_WEIGHT = 3.0
 SHORTLIST = 12
 
@@ -261,14 +265,40 @@ def rank_loss(problems: list[RankProblem], cal: Calibration) -> float:
     return total / max(weight, 1.0)
 
 
+def objective(items, problems: list[RankProblem], cal: Calibration) -> float:
+    """What fit_ranked minimises: regression loss (with priors) plus the weighted ranking term,
+    with the shortlists of `cal` itself."""
+    refresh_shortlists(problems, cal)
+    return loss(items, cal) + RANK_WEIGHT * rank_loss(problems, cal)
+
+
+def perturbed(start: Calibration, seed: int, spread: float = 0.4) -> Calibration:
+    """`start` with every constant moved by up to +-spread in its internal (log/logit) scale;
+    seed 0 is `start` itself. Deterministic, so a fit can be repeated exactly."""
+    if seed == 0:
+        return start
+    import random
+
+    rnd = random.Random(seed)
+    return from_vector([v + rnd.uniform(-spread, spread) for v in to_vector(start)], start)
+
+
 def fit_ranked(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, iters: int = 1500,
-               problems: list[RankProblem] | None = None) -> Calibration:
-    """Fit on the regression loss plus the ranking term (shortlists refreshed every round)."""
+               problems: list[RankProblem] | None = None, restarts: int = 1) -> Calibration:
+    """Fit on the regression loss plus the ranking term (shortlists refreshed every round). With
+    restarts > 1, Nelder-Mead runs from `start` and from restarts - 1 perturbed starts (seeds 1,
+    2, ...) and the fit with the lowest objective wins: the search gets stuck in local minima."""
     items = prepared(rows)
     problems = rank_problems(rows) if problems is None else problems
-    x = to_vector(fit(rows, start=start, rounds=2, iters=iters))  # regression alone first: cheap
-    for r in range(rounds):
-        refresh_shortlists(problems, from_vector(x))
-        x, _ = nelder_mead(lambda v: loss(items, from_vector(v)) + RANK_WEIGHT * rank_loss(problems, from_vector(v)),
-                           x, step=0.5 / (r + 1), iters=iters)
-    return from_vector(x)
+    best: tuple[float, Calibration] | None = None
+    for seed in range(restarts):
+        x = to_vector(fit(rows, start=perturbed(start, seed), rounds=2, iters=iters))  # regression alone first
+        for r in range(rounds):
+            refresh_shortlists(problems, from_vector(x))
+            x, _ = nelder_mead(lambda v: loss(items, from_vector(v)) + RANK_WEIGHT * rank_loss(problems, from_vector(v)),
+                               x, step=0.5 / (r + 1), iters=iters)
+        cal = from_vector(x)
+        value = objective(items, problems, cal) if restarts > 1 else 0.0
+        if best is None or value < best[0]:
+            best = (value, cal)
+    return best[1]

@@ -1,0 +1,25 @@
+"""The fitted throughput constants stay physical: benchmarks/fit_constants.py fits them on the
+published rows, and a fit that lands in an odd basin (dense BF16 GEMMs at a third of the peak, or
+at 97% of it) would mislead every library-recipe estimate, which the rows do not cover."""
+
+from __future__ import annotations
+
+from mbridge_launch.planner.throughput import CAL
+
+
+def test_sustained_gemm_rates_are_plausible_fractions_of_the_peak():
+    # the step model runs GEMMs at peak x min(generation factor, 1 / best efficiency) x efficiency
+    cap = 1.0 / max(CAL.gemm_eff.values())
+    for generation, factor in CAL.generation.items():
+        for precision, eff in CAL.gemm_eff.items():
+            rate = eff * min(factor, cap)
+            assert 0.35 <= rate <= 0.92, (generation, precision, rate)
+    assert 0.6 <= CAL.gemm_eff["bf16"] <= 0.9  # no dense BF16 row to fit it: the prior holds it
+
+
+def test_latencies_and_overlaps_are_physical():
+    assert 1e-6 <= CAL.p2p_latency_s <= 1e-3  # a pipeline send/receive: microseconds, not milliseconds
+    assert 1e-6 <= CAL.ring_step_s <= 2e-4  # one ring step across the network
+    assert 0.3 <= CAL.host_latency["grace"] <= 1.0 == CAL.host_latency["x86"]
+    for name in ("tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "fsdp_exposed"):
+        assert 0.0 < getattr(CAL, name) <= 1.0, name
