@@ -38,8 +38,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         from mbridge_launch.i18n import t
 
-        self.print_usage(sys.stderr)
-        print(t("error.prefix", message=f"{self.prog}: {message}"), file=sys.stderr)
+        # one line, not argparse's usage block: the flags are one --help away
+        line = t("error.see_help", message=f"{self.prog}: {message}", prog=self.prog)
+        print(t("error.prefix", message=line), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 

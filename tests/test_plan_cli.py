@@ -154,3 +154,17 @@ def test_plan_says_which_layouts_the_model_cannot_tell_apart(capsys):
     code, text, _ = run(capsys, *argv, "--lang", "en")
     assert code == 0
     assert (f"Layouts 1-{expected} are predicted within 6% of the first" in text) == (expected > 1)
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "8", "--recompute-layers", "x"],
+    ["plan", "--model", "llama3_8b", "--gpu-type", "h100"],  # --gpus missing
+    ["nonsense"],
+])
+def test_bad_arguments_are_one_line_with_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as stopped:  # argparse exits from inside main()
+        main([*argv, *(["--lang", "en"] if argv[0] != "nonsense" else [])])
+    out, err = capsys.readouterr()
+    assert stopped.value.code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: mbridge-launch") and "--help'" in lines[0], err

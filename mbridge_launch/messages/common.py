@@ -1,5 +1,6 @@
 MESSAGES = {
     "error.prefix": ("error: {message}", "错误：{message}"),
+    "error.see_help": ("{message} (see '{prog} --help')", "{message}（参见 '{prog} --help'）"),
     "warning.prefix": ("warning: {message}", "警告：{message}"),
     "hint.prefix": ("hint: {message}", "提示：{message}"),
     "interrupted": ("interrupted", "已中断"),
