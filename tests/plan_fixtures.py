@@ -38,8 +38,8 @@ GB200_ENV = {
 }
 
 
-def _override(key: str, value: str, change_class: str = "execution", reason: str = "") -> Override:
-    return Override.model_validate({"key": key, "value": value, "class": change_class, "reason": reason})
+def override(key: str, value: str, change_class: str = "execution", reason: str = "", source: str = "user") -> Override:
+    return Override.model_validate({"key": key, "value": value, "class": change_class, "reason": reason, "source": source})
 
 
 def single_node_h100() -> Plan:
@@ -52,7 +52,7 @@ def single_node_h100() -> Plan:
         mode="sft",
         dataset=DatasetSpec(selector="squad"),
         parallelism=Parallelism(tp=1, pp=1, dp=8, mbs=1, gbs=32, seq_length=4096),
-        overrides=[_override("train.train_iters", "1000", "convergence", "token budget")],
+        overrides=[override("train.train_iters", "1000", "convergence", "token budget")],
         cluster=Cluster(account="llm", partition="h100", nodes=1, gpus_per_node=8, gpu_type="h100",
                         time="02:00:00", env=["HF_HOME"], secrets=["HF_TOKEN"],
                         profile=ClusterProfile(slurm_version="23.02", pyxis=False, mpi=None)),
@@ -79,9 +79,9 @@ def two_node_h100() -> Plan:
         parallelism=Parallelism(tp=4, pp=2, vp=None, cp=1, dp=2, sp=True, mbs=1, gbs=64, seq_length=8192,
                                 recompute="selective"),
         overrides=[
-            _override("model.tensor_model_parallel_size", "4", reason="fits 16 GPUs"),
-            _override("model.pipeline_model_parallel_size", "2", reason="fits 16 GPUs"),
-            _override("train.global_batch_size", "64", "convergence", "kept samples per GPU"),
+            override("model.tensor_model_parallel_size", "4", reason="fits 16 GPUs"),
+            override("model.pipeline_model_parallel_size", "2", reason="fits 16 GPUs"),
+            override("train.global_batch_size", "64", "convergence", "kept samples per GPU"),
         ],
         cluster=Cluster(account="llm", partition="h100", qos="normal", nodes=2, gpus_per_node=8,
                         gpu_type="h100", time="04:00:00", env=["NEMO_HOME", "HF_HOME"],
@@ -130,8 +130,8 @@ def moe_ep() -> Plan:
         dataset=DatasetSpec(selector="mock"),
         parallelism=Parallelism(tp=1, pp=1, cp=1, ep=8, etp=1, dp=16, mbs=1, gbs=256, seq_length=4096),
         overrides=[
-            _override("model.expert_model_parallel_size", "8", reason="experts over one node"),
-            _override("model.moe_token_dispatcher_type", "alltoall"),
+            override("model.expert_model_parallel_size", "8", reason="experts over one node"),
+            override("model.moe_token_dispatcher_type", "alltoall"),
         ],
         cluster=Cluster(account="moe", partition="h100", nodes=2, gpus_per_node=8, gpu_type="h100",
                         time="01:00:00", profile=ClusterProfile(pyxis=False, mpi=None)),
@@ -152,7 +152,7 @@ def benchmark_recipe() -> Plan:
         mode="pretrain",
         dataset=DatasetSpec(selector="mock"),
         parallelism=Parallelism(tp=1, pp=1, dp=8, mbs=1, gbs=128, seq_length=8192),
-        overrides=[_override("train.train_iters", "50", "benchmark_only", "timing-only schedule")],
+        overrides=[override("train.train_iters", "50", "benchmark_only", "timing-only schedule")],
         cluster=Cluster(account="perf", partition="h100", nodes=1, gpus_per_node=8, gpu_type="h100",
                         time="00:30:00", requeue=False, signal=None,
                         profile=ClusterProfile(pyxis=False, mpi=None)),
@@ -171,16 +171,22 @@ GOLDEN_PLANS = {
 }
 
 
-def with_changes(plan: Plan, **sections: dict[str, Any]) -> Plan:
-    """A copy of `plan` with fields of its sections replaced, e.g. cluster={"nodes": 2}; top-level
-    fields are given as top={"name": ...}."""
+def edit(plan: Plan, **changes: Any) -> Plan:
+    """A copy of `plan` with dotted-path changes, e.g. edit(p, **{"cluster.time": "2:00:00"})."""
     data = plan.canonical_dict()
-    for section, changes in sections.items():
-        if section == "top":
-            data.update(changes)
-        else:
-            data[section] = {**data[section], **changes}
+    for dotted, value in changes.items():
+        node = data
+        *parents, last = dotted.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = value
     return Plan.model_validate(data)
+
+
+def with_changes(plan: Plan, **sections: dict[str, Any]) -> Plan:
+    """`edit` by section, e.g. cluster={"nodes": 2}; top-level fields are given as top={"name": ...}."""
+    return edit(plan, **{(key if section == "top" else f"{section}.{key}"): value
+                         for section, fields in sections.items() for key, value in fields.items()})
 
 
 # ------------------------------------------------------------------ golden files

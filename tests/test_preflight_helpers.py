@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from mbridge_launch.plan import (
     CatalogRef,
@@ -18,23 +17,19 @@ from mbridge_launch.plan import (
     ClusterProfile,
     DatasetSpec,
     Launch,
-    Override,
     Parallelism,
     Plan,
     RecipeRef,
     save_plan,
 )
 from mbridge_launch.preflight.megatron_index import write_index
+from plan_fixtures import edit, override  # noqa: F401  (re-exported to the preflight tests)
 
 REPO = Path(__file__).resolve().parents[1]
 # A small real model of the catalog (Qwen3 0.6B: 16 heads, 8 KV heads, 28 layers): its two
 # checkpoints (~17 GB) fit the test machines' disks.
 MODEL = "qwen3_600m"
 RECIPE = "qwen3_600m_pretrain_1gpu_h100_bf16_config"
-
-
-def override(key: str, value: str, change_class: str = "execution", reason: str = "", source: str = "user") -> Override:
-    return Override.model_validate({"key": key, "value": value, "class": change_class, "reason": reason, "source": source})
 
 
 def make_blend(root: Path, names: tuple[str, ...] = ("web", "code")) -> list[str]:
@@ -66,18 +61,6 @@ def valid_plan(base: Path, *, nodes: int = 1, partition: str | None = "h100", en
         launch=Launch(shape="srun", entry=entry or [sys.executable, str(REPO / "tests" / "standin_trainer.py")],
                       workdir=str(base), log_dir=str(base / "logs")),
     )
-
-
-def edit(plan: Plan, **changes: Any) -> Plan:
-    """A copy of `plan` with dotted-path changes, e.g. edit(p, **{"cluster.time": "2:00:00"})."""
-    data = plan.canonical_dict()
-    for dotted, value in changes.items():
-        node = data
-        *parents, last = dotted.split(".")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    return Plan.model_validate(data)
 
 
 def write(plan: Plan, directory: Path, name: str = "plan.yaml") -> Path:
