@@ -160,10 +160,14 @@ def test_grace_hosts_pay_less_launch_latency():
     assert GB200.host == "grace" and B200.host == "x86" and H100.host == "x86"
     arch = load_arch("qwen3_30b_a3b")
     layout = Layout(ep=8, mbs=1, gbs=64, seq_length=4096, world=8)
-    same_host = replace(CAL, host_latency={"x86": 1.0, "grace": 1.0})
-    grace = estimate_step(arch, GB200, layout, "fp8mx").breakdown["latency"]
-    as_x86 = estimate_step(arch, GB200, layout, "fp8mx", cal=same_host).breakdown["latency"]
-    assert (grace < as_x86) == (CAL.host_latency["grace"] < 1.0)
+    latency = {}
+    for factor in (0.5, 1.0):
+        cal = replace(CAL, host_latency={"x86": 1.0, "grace": factor})
+        latency[factor] = estimate_step(arch, GB200, layout, "fp8mx", cal=cal).breakdown["latency"]
+        # an x86 host is not affected by the Grace factor
+        assert estimate_step(arch, B200, layout, "fp8mx", cal=cal).breakdown["latency"] == \
+            estimate_step(arch, B200, layout, "fp8mx", cal=replace(CAL, host_latency={"x86": 1.0, "grace": 1.0})).breakdown["latency"]
+    assert latency[0.5] < latency[1.0]
 
 
 def test_search_cost_grows_with_divisors_not_gpus():

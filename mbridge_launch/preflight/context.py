@@ -58,13 +58,13 @@ class PreflightContext:
     progress_stream: Any = None  # where a progress bar may draw (a TTY), or None
     _cache: dict[str, Any] = field(default_factory=dict)
 
+    def overrides(self) -> dict[str, str]:
+        """The plan's overrides by key (`+key=` counts as `key`; the last one wins)."""
+        return {item.key.lstrip("+"): item.value or "" for item in self.plan.overrides}
+
     def override(self, key: str) -> str | None:
-        """The value of the plan's last override of `key` (`+key=` counts), or None."""
-        value = None
-        for item in self.plan.overrides:
-            if item.key.lstrip("+") == key:
-                value = item.value
-        return value
+        """The value of the plan's last override of `key`, or None."""
+        return self.overrides().get(key)
 
     def lookup(self, name: str, build: Callable[[], Any]) -> Lookup:
         """Run `build` once per run; an exception (module missing, unknown name) becomes a reason."""

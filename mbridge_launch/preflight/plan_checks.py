@@ -80,9 +80,8 @@ def _block_recompute_layers(ctx: PreflightContext) -> int | None:
     recipe = ctx.recipe()
     if not recipe.ok:
         return None
-    overrides = {o.key.lstrip("+"): o.value or "" for o in ctx.plan.overrides}
     try:
-        return recompute_layers(recipe.value, {**overrides, "model.recompute_granularity": "full"})
+        return recompute_layers(recipe.value, {**ctx.overrides(), "model.recompute_granularity": "full"})
     except UserError:
         return None  # not a positive integer: read as every layer (the lighter memory case)
 
@@ -263,7 +262,7 @@ def _dataset_setting_given(ctx: PreflightContext, key: str) -> bool:
         return True
     if ds.fields.get(name):
         return True
-    return any(o.key.lstrip("+") == key and o.value.strip() for o in ctx.plan.overrides)
+    return bool((ctx.override(key) or "").strip())
 
 
 # ---------------------------------------------------------------------- change control
