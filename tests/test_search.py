@@ -141,15 +141,62 @@ def test_ring_latency_charges_huge_data_parallel_groups():
 
 
 def test_last_pipeline_stage_carries_the_lm_head():
-    # Qwen3 235B (151,936-token vocabulary) at PP=2 (94 layers split 47/47): the last stage also
-    # runs the LM head, unless the recipe declares an uneven split that balances it
-    arch = load_arch("qwen3_235b_a22b")
-    even = Layout(pp=2, ep=8, mbs=1, gbs=256, seq_length=4096, world=16)
-    t_even = estimate_step(arch, H100, even, "fp8cs")
-    t_balanced = estimate_step(arch, H100, evolve(even, uneven_pp=True), "fp8cs")
+    # Llama 3 8B (128,256-token vocabulary, hidden 4,096) in BF16 at PP=4 (32 layers, 8 per
+    # stage): the LM head takes more than one layer's time, so the last stage is the slowest
+    # unless the recipe declares an uneven split that gives it a layer less (9 / 9 / 9 / 5 + head)
+    arch = load_arch("llama3_8b")
+    even = Layout(pp=4, mbs=1, gbs=256, seq_length=4096, world=4)
+    t_even = estimate_step(arch, H100, even, "bf16")
+    t_balanced = estimate_step(arch, H100, evolve(even, uneven_pp=True), "bf16")
     assert t_even.step_time_s > t_balanced.step_time_s
-    one_stage = estimate_step(arch, H100, Layout(ep=8, mbs=1, gbs=256, seq_length=4096, world=8), "fp8cs")
+    # a head worth less than one layer cannot be balanced with whole layers: FP8 at 8k
+    fp8 = evolve(even, seq_length=8192)
+    assert estimate_step(arch, H100, fp8, "fp8cs").step_time_s == \
+        estimate_step(arch, H100, evolve(fp8, uneven_pp=True), "fp8cs").step_time_s
+    one_stage = estimate_step(arch, H100, Layout(mbs=1, gbs=256, seq_length=8192, world=1), "fp8cs")
     assert one_stage.breakdown["pp_bubble"] == 0.0
+
+
+def test_uneven_stages_hold_whole_layers():
+    # the busiest rank's work in layers; the last rank also runs a head worth `head` layers
+    from mbridge_launch.planner.throughput import _slowest_stage_layers
+
+    even = Layout(pp=4, mbs=1, gbs=64, seq_length=4096, world=4)
+    # 96 layers on 4 ranks, even split: 24 each, the last one 24 + 2.6
+    assert _slowest_stage_layers(96, 4, 1, 2.6, even) == pytest.approx(26.6)
+    # with VP=2 the chunks hold ceil(96 / 8) = 12 layers, two per rank
+    assert _slowest_stage_layers(96, 4, 2, 0.0, even) == 24
+    uneven = evolve(even, pp=32, world=32, uneven_pp=True)
+    # 94 layers on 32 ranks, head 2.6: the last rank keeps 1 layer (3.6), 31 ranks hold 3 each
+    # (93): 3.6 against a mean of (94 + 2.6) / 32 = 3.02, not the mean itself
+    assert _slowest_stage_layers(94, 32, 1, 2.6, uneven) == pytest.approx(3.6)
+    # 94 layers on 8 ranks: last rank 10 + 2.6, the other 7 hold 84 (12 each)
+    assert _slowest_stage_layers(94, 8, 1, 2.6, evolve(uneven, pp=8, world=8)) == pytest.approx(12.6)
+    # explicit first/last stage layer counts: 61 layers, first 4, last 3 (+0.5 head), 14 ranks share 54
+    explicit = evolve(uneven, pp=16, world=16, first_stage_layers=4, last_stage_layers=3)
+    assert _slowest_stage_layers(61, 16, 1, 0.5, explicit) == 4  # ceil(54 / 14) = 4 >= 3.5
+    # and the step time follows: Llama 3 8B on 16 stages (2 layers each, head ~2 layers) cannot
+    # balance its head, so the busiest stage's share of the work exceeds 1/16 by far
+    arch = load_arch("llama3_8b")
+    deep = Layout(pp=16, mbs=1, gbs=256, seq_length=8192, world=16, uneven_pp=True)
+    one = estimate_step(arch, H100, Layout(mbs=1, gbs=256, seq_length=8192, world=1), "fp8cs")
+    t16 = estimate_step(arch, H100, deep, "fp8cs")
+    assert t16.breakdown["gemm"] / deep.microbatches > 1.05 * one.breakdown["gemm"] / 256 / 16
+
+
+def test_interleaving_hides_pipeline_send_receive():
+    # 1F1B without interleaving waits for every send/receive; interleaved schedules overlap them
+    from mbridge_launch.planner.throughput import CAL
+
+    arch = load_arch("llama3_70b")
+    plain = Layout(tp=4, pp=8, sp=True, mbs=1, gbs=256, seq_length=8192, world=64)
+    interleaved = evolve(plain, vp=5)
+    per_send = {}
+    for L in (plain, interleaved):
+        est = estimate_step(arch, H100, L, "fp8cs")
+        bubble = (L.pp - 1) / L.vp_size
+        per_send[L.vp_size] = est.breakdown["pp_comm"] / ((L.microbatches + bubble) * 2 * L.vp_size)
+    assert per_send[5] == pytest.approx(per_send[1] * CAL.tp_exposed)
 
 
 def test_grace_hosts_pay_less_launch_latency():

@@ -17,9 +17,10 @@ Per micro-batch and pipeline stage (forward + backward):
             (all-to-all dispatch/combine) over NVLink when the group sits inside one NVLink
             domain, else the network; overlap hides CAL.*_exposed of it at most, never more than
             the compute there is to hide behind.
-Per step: (micro-batches + (PP-1)/VP bubble) x stage time (stages as uneven as the layer split,
-the last one also running the LM head unless the split is declared uneven),
-plus pipeline send/receive (bandwidth + CAL.p2p_latency_s), the data-parallel gradient
+Per step: (micro-batches + (PP-1)/VP bubble) x the busiest stage's time (stages hold whole
+layers; the last one also runs the LM head(s) and MTP, which an uneven split offsets only by
+whole layers), plus pipeline send/receive (bandwidth + CAL.p2p_latency_s; all of it waited for
+without interleaving, CAL.tp_exposed of it with VP > 1, which overlaps it), the data-parallel gradient
 reduce-scatter / parameter all-gather (hierarchical: NVLink inside a domain, every GPU's NIC
 across; plus CAL.ring_step_s per ring step and bucket) not hidden behind the last micro-batch,
 Megatron-FSDP's per-micro-batch gathers (CAL.fsdp_exposed), and the optimizer step (HBM-bound).
@@ -68,26 +69,26 @@ class Calibration:
 
 # BEGIN FITTED CONSTANTS (written by benchmarks/fit_constants.py --write)
 CAL = Calibration(
-    gemm_eff={"bf16": 0.7687, "fp8": 0.7178, "fp8mx": 0.6359, "nvfp4": 0.4492},
-    attn_eff=0.4738,
-    attn_half_tokens=2845,
-    exp_share=0.6784,
-    moe_eff=0.2771,
-    moe_lowp_gain=2.169,
-    moe_half_tokens=234.3,
-    elementwise=3.504,
-    layer_latency_s=0.003749,
-    moe_sync_s=0.00144,
-    tp_exposed=0.7441,
-    cp_exposed=0.2873,
-    ep_exposed=0.2758,
-    dp_exposed=0.397,
-    fsdp_exposed=0.1821,
-    p2p_latency_s=4.669e-05,
-    ring_step_s=4.167e-05,
+    gemm_eff={"bf16": 0.7823, "fp8": 0.7191, "fp8mx": 0.6384, "nvfp4": 0.44},
+    attn_eff=0.4901,
+    attn_half_tokens=3058,
+    exp_share=0.9488,
+    moe_eff=0.2881,
+    moe_lowp_gain=2.179,
+    moe_half_tokens=276.9,
+    elementwise=3.539,
+    layer_latency_s=0.003782,
+    moe_sync_s=0.001815,
+    tp_exposed=0.7398,
+    cp_exposed=0.3431,
+    ep_exposed=0.2677,
+    dp_exposed=0.3916,
+    fsdp_exposed=0.1817,
+    p2p_latency_s=3.636e-05,
+    ring_step_s=3.967e-05,
     link_eff=0.75,
-    generation={"hopper": 1.163, "blackwell": 1, "blackwell_ultra": 1.102},
-    host_latency={"x86": 1, "grace": 0.6089},
+    generation={"hopper": 1.163, "blackwell": 1, "blackwell_ultra": 1.057},
+    host_latency={"x86": 1, "grace": 0.6076},
 )
 # END FITTED CONSTANTS
 
@@ -304,21 +305,17 @@ class _StepModel:
         latency = (self.layers * lat * lat / (lat + t_layer) + self.moe_sync) * recompute_factor
         t_mb_all = compute_all + latency + e_tp + e_cp + e_ep
 
-        # Pipeline: the slowest stage holds ceil(layers / (pp*vp)) layers per chunk, and the last
-        # one also the LM head(s) and loss, a few layers' worth for large vocabularies, unless the
-        # recipe declares an uneven split that gives it fewer layers
+        # Pipeline: the slowest stage sets the pace. Stages hold whole layers and the last one
+        # also the LM head(s) and loss, a few layers' worth for large vocabularies (see
+        # _slowest_stage_layers).
         imbalance = 1.0
         t_stage = t_mb_all
         if pp > 1:
-            chunks = pp * vp
             t_head = fl.logits * scale / gemm_rate
-            t_body = t_mb_all - t_head
-            imbalance = (-(-arch.num_layers // chunks)) * chunks / arch.num_layers
-            if L.uneven_pp:
-                imbalance = min(imbalance, 1.0 + 1.0 / max(arch.num_layers // pp, 1) / 2)
-                t_stage = t_mb_all / pp * imbalance
-            else:
-                t_stage = t_body / pp * imbalance + t_head
+            per_layer = (t_mb_all - t_head) / self.layers
+            # MTP layers run on the last stage too
+            last_extra = (t_head / per_layer if per_layer > 0 else 0.0) + self.layers - arch.num_layers
+            t_stage = per_layer * _slowest_stage_layers(arch.num_layers, pp, vp, last_extra, L)
             imbalance = t_stage * pp / t_mb_all
         bubble = (pp - 1) / vp if pp > 1 else 0.0
         if bound:
@@ -328,7 +325,8 @@ class _StepModel:
         if pp > 1:
             bw = hw.nvlink_gbps if world <= hw.nvlink_domain else hw.network_gbps
             t_p2p = 2 * vp * ((tokens_mb / cp * h * 2.0 / tp) / (bw * link) + cal.p2p_latency_s)
-        t_pipe = (m + bubble) * (t_stage + cal.tp_exposed * t_p2p)
+        p2p_exposed = cal.tp_exposed if vp > 1 else 1.0  # interleaving overlaps send/receive
+        t_pipe = (m + bubble) * (t_stage + p2p_exposed * t_p2p)
 
         # Data parallel: distributed-optimizer reduce-scatter (grads) + all-gather (bf16 params)
         dense = self.dense_total / (tp * pp)
@@ -362,7 +360,7 @@ class _StepModel:
         breakdown = {
             "gemm": t_gemm * m, "attention": t_attn * m, "moe": t_moe * m, "elementwise": t_elem * m,
             "latency": latency * m, "tp_comm": e_tp * m, "cp_comm": e_cp * m, "ep_comm": e_ep * m,
-            "pp_bubble": bubble * t_stage, "pp_comm": (m + bubble) * cal.tp_exposed * t_p2p,
+            "pp_bubble": bubble * t_stage, "pp_comm": (m + bubble) * p2p_exposed * t_p2p,
             "dp_comm": t_dp, "optimizer": t_opt,
         }
         if pp > 1:  # the per-micro-batch terms above are for the whole model; one stage does 1/PP
@@ -372,6 +370,29 @@ class _StepModel:
             step_time_s=step, tokens_per_sec_per_gpu=tps, model_tflops_per_gpu=tflops,
             mfu=tflops * 1e12 / self.peak_nominal, flops_per_token=fl.total, breakdown=breakdown,
         )
+
+
+def _slowest_stage_layers(layers: int, pp: int, vp: int, head: float, L: Layout) -> float:
+    """Work of the busiest pipeline rank, in layers (`head`: what the last rank runs besides its
+    decoder layers, LM head(s) and MTP, in layers).
+
+    An even split gives every rank layers / PP layers and the last one the head too. An uneven
+    split (Megatron's first/last-stage layer counts or pipeline layout) can give the last rank
+    fewer layers, but only whole ones: with 94 layers on 32 stages and a head worth 2.6 layers,
+    the best split still has a rank with 3.6 layers' work against a mean of 3.0."""
+    if not L.uneven_pp:
+        return -(-layers // (pp * vp)) * vp + head
+    if L.first_stage_layers is not None:
+        first = L.first_stage_layers
+        last = L.last_stage_layers if L.last_stage_layers is not None else first
+        middle = -(-(layers - first - last) // max(pp - 2, 1)) if pp > 2 else 0
+        return max(first, last + head, middle)
+    # the last rank keeps j layers, the other PP - 1 ranks share the rest as evenly as they can
+    def busiest(j: int) -> float:
+        return max(j + head, -(-(layers - j) // (pp - 1)))
+
+    crossing = int((layers - (pp - 1) * head) / pp)
+    return min(busiest(min(max(j, 0), layers)) for j in range(crossing - 1, crossing + 3))
 
 
 _SELECTIVE_FACTOR = 1.03
