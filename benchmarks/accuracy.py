@@ -223,9 +223,14 @@ def main() -> int:
         "defaults and four seeded perturbations, the lowest objective wins; weighted RANK_WEIGHT = 3 against "
         "the regression, which buys ranking at some cost in the within-15% share). Besides compute, the "
         "model charges every ring step of the data-parallel and Megatron-FSDP collectives (CAL.ring_step_s, "
-        "what makes 512-way FSDP slow at scale), puts the LM head(s) on the last pipeline stage unless the "
-        "split is declared uneven, and scales host round trips by the host (Grace over NVLink-C2C on "
-        "GB200/GB300, CAL.host_latency). Adding general layout preferences fitted on the rows (EP, CP, "
+        "what makes 512-way FSDP slow at scale), paces the pipeline by its busiest stage (stages hold whole "
+        "layers; the last also runs the LM head(s) and MTP, which an uneven split offsets only by whole layers), "
+        "waits for every pipeline send/receive without interleaving (VP > 1 overlaps them), and scales host "
+        "round trips by the host (Grace over NVLink-C2C on GB200/GB300, CAL.host_latency). The fitting "
+        "objective is flat near its minimum: two fits whose objectives differ by 0.1% can rank five near-tie "
+        "rows differently, so `fit_constants.py` also refines the committed constants and keeps the lower "
+        "objective (the leave-one-out refits start from the defaults only: the committed constants have "
+        "seen the held-out rows). Adding general layout preferences fitted on the rows (EP, CP, "
         "FSDP, memory terms) ranks more rows first on the rows it was fitted on but fewer when a model "
         "is held out (leave-one-model-out), so `search.preference` keeps its two hand-set rules.", ""]
     if loso is not None and lomo is not None:
