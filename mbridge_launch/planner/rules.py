@@ -147,15 +147,23 @@ def valid_tp(arch: ModelArch) -> list[int]:
     return divisors(base)
 
 
+def declared_split(num_layers: int, pp: int, layout: Layout | None) -> tuple[int, int, int] | None:
+    """(first stage, last stage, each middle stage) decoder layers of a split the layout declares
+    with first/last-stage counts, or None when it declares none."""
+    if layout is None or not layout.uneven_pp or layout.first_stage_layers is None:
+        return None
+    first = layout.first_stage_layers
+    last = layout.last_stage_layers if layout.last_stage_layers is not None else first
+    middle = num_layers - first - (last if pp > 1 else 0)
+    mid_stages = pp - 2
+    return first, last, (-(-middle // mid_stages) if mid_stages > 0 else 0)
+
+
 def stage_layers(num_layers: int, pp: int, vp: int, layout: Layout | None = None) -> int:
     """Decoder layers on the most loaded pipeline stage (all its virtual chunks)."""
-    if layout is not None and layout.uneven_pp and layout.first_stage_layers is not None:
-        first = layout.first_stage_layers
-        last = layout.last_stage_layers if layout.last_stage_layers is not None else first
-        middle = num_layers - first - (last if pp > 1 else 0)
-        mid_stages = pp - 2
-        per_mid = -(-middle // mid_stages) if mid_stages > 0 else 0
-        return max(first, last, per_mid)
+    split = declared_split(num_layers, pp, layout)
+    if split is not None:
+        return max(split)
     chunks = pp * vp
     return -(-num_layers // chunks) * vp
 

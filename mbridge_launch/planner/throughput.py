@@ -36,7 +36,7 @@ from functools import lru_cache
 from mbridge_launch.hardware import Hardware
 from mbridge_launch.models import ModelArch
 from mbridge_launch.planner.flops import FlopsPerToken, flops_per_token
-from mbridge_launch.planner.rules import Layout, recompute_share
+from mbridge_launch.planner.rules import Layout, declared_split, recompute_share, stage_layers
 
 
 @dataclass(frozen=True)
@@ -381,11 +381,10 @@ def _slowest_stage_layers(layers: int, pp: int, vp: int, head: float, L: Layout)
     fewer layers, but only whole ones: with 94 layers on 32 stages and a head worth 2.6 layers,
     the best split still has a rank with 3.6 layers' work against a mean of 3.0."""
     if not L.uneven_pp:
-        return -(-layers // (pp * vp)) * vp + head
-    if L.first_stage_layers is not None:
-        first = L.first_stage_layers
-        last = L.last_stage_layers if L.last_stage_layers is not None else first
-        middle = -(-(layers - first - last) // max(pp - 2, 1)) if pp > 2 else 0
+        return stage_layers(layers, pp, vp) + head
+    split = declared_split(layers, pp, L)
+    if split is not None:
+        first, last, middle = split
         return max(first, last + head, middle)
     # the last rank keeps j layers, the other PP - 1 ranks share the rest as evenly as they can
     def busiest(j: int) -> float:
