@@ -98,7 +98,8 @@ def test_wrong_gpu_type_fails_in_the_node_check(executor, slurm_cluster, slurm_e
     job_id = submit_plan(plan, executor, shared_dir / "work").job_ids[0]
     assert slurm_cluster.wait(job_id, timeout=120) == "FAILED"
     logs = _all_logs(shared_dir)
-    assert "node check gb200-1: expected 4 x h100 GPUs, found 4 x gb200" in logs, logs[-3000:]
+    # either node may fail first, and srun then ends the other before it prints: any node's line will do
+    assert re.search(r"node check gb200-\d: expected 4 x h100 GPUs, found 4 x gb200", logs), logs[-3000:]
     assert not report.exists() or not any(report.iterdir())
     assert not (shared_dir / "ckpt").exists()
 
