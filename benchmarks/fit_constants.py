@@ -17,6 +17,7 @@ import re
 import statistics
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,18 +31,19 @@ TARGET = ROOT / "mbridge_launch" / "planner" / "throughput.py"
 
 
 def render(cal) -> str:
+    """The Calibration as Python source, every field in declaration order (none can be dropped)."""
     def num(v: float) -> str:
         return f"{v:.4g}"
 
-    gemm = ", ".join(f'"{k}": {num(v)}' for k, v in cal.gemm_eff.items())
-    gen = ", ".join(f'"{k}": {num(v)}' for k, v in cal.generation.items())
-    host = ", ".join(f'"{k}": {num(v)}' for k, v in cal.host_latency.items())
-    scalars = [f"    {name}={num(getattr(cal, name))}," for name in (
-        "attn_eff", "attn_half_tokens", "exp_share", "moe_eff", "moe_lowp_gain", "moe_half_tokens", "elementwise", "layer_latency_s",
-        "moe_sync_s", "tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "fsdp_exposed", "p2p_latency_s", "ring_step_s",
-        "link_eff")]
-    return "\n".join(["CAL = Calibration(", f"    gemm_eff={{{gemm}}},", *scalars, f"    generation={{{gen}}},",
-                      f"    host_latency={{{host}}},", ")"])
+    lines = ["CAL = Calibration("]
+    for f in fields(Calibration):
+        value = getattr(cal, f.name)
+        if isinstance(value, dict):
+            inner = ", ".join(f'"{k}": {num(v)}' for k, v in value.items())
+            lines.append(f"    {f.name}={{{inner}}},")
+        else:
+            lines.append(f"    {f.name}={num(value)},")
+    return "\n".join([*lines, ")"])
 
 
 def main() -> int:

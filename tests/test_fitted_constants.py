@@ -23,3 +23,21 @@ def test_latencies_and_overlaps_are_physical():
     assert 0.3 <= CAL.host_latency["grace"] <= 1.0 == CAL.host_latency["x86"]
     for name in ("tp_exposed", "cp_exposed", "ep_exposed", "dp_exposed", "fsdp_exposed"):
         assert 0.0 < getattr(CAL, name) <= 1.0, name
+
+
+def test_the_writer_renders_every_constant(monkeypatch):
+    # fit_constants.py --write replaces the fitted block with render(cal): a field it forgot
+    # would silently fall back to its default in the committed model
+    from dataclasses import fields, replace
+    from pathlib import Path
+
+    from mbridge_launch.planner.throughput import Calibration
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from fit_constants import render
+
+    odd = replace(CAL, **{f.name: 0.123 for f in fields(Calibration) if isinstance(getattr(CAL, f.name), float)})
+    namespace = {"Calibration": Calibration}
+    exec(render(odd), namespace)
+    assert namespace["CAL"] == odd and namespace["CAL"].gemm_eff == odd.gemm_eff
+    assert namespace["CAL"].host_latency == odd.host_latency and namespace["CAL"].generation == odd.generation
