@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                    goal=got.goal, gbs=gbs, seq=seq), ""]
         lines.extend(report.near_tie_text(result.candidates))
         for rank, cand in enumerate(result.candidates, 1):
-            lines.extend(report.candidate_text(rank, cand, hw, args.tokens))
+            lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates))
             lines.append("")
         lines.extend(report.rejected_text(result.rejected))
         print("\n".join(lines))

@@ -175,6 +175,24 @@ MESSAGES = {
         "布局 1-{last} 的预测吞吐与第一名相差不到 {pct:.0%}，约等于本模型在 NVIDIA 公开结果上的中位误差："
         "模型无法区分它们，长时间训练前请各自试跑几步再定。",
     ),
+    "planner.rank_below": (
+        "     ranked below #{above} although predicted {pct:.1%} faster: {reasons}",
+        "     预测吞吐比 #{above} 高 {pct:.1%}，但排在其后：{reasons}",
+    ),
+    "planner.rank_reason.memory": (
+        "it uses {frac:.0%} of HBM (above {comfort:.0%} each 10% more costs {cost:.0%} in the ranking: near-full "
+        "layouts are fragile)",
+        "它占用 {frac:.0%} 的显存（超过 {comfort:.0%} 后每多 10% 在排序中扣 {cost:.0%}：接近占满的布局容易显存溢出）",
+    ),
+    "planner.rank_reason.ep": (
+        "on near-ties wider expert parallelism is preferred (EP={ep} against EP={other})",
+        "吞吐相近时优先更大的专家并行（EP={ep} 对 EP={other}）",
+    ),
+    "planner.rank_reason.cp": (
+        "at this sequence length context parallelism is used only when needed (CP={cp} against CP={other})",
+        "在此序列长度下仅在必要时使用上下文并行（CP={cp} 对 CP={other}）",
+    ),
+    "planner.rank_reason.join": ("; ", "；"),
     "planner.notes_uneven": (
         "     note: layers do not split evenly; set num_layers_in_first/last_pipeline_stage or a pipeline layout",
         "     注意：层数无法均分；请设置 num_layers_in_first/last_pipeline_stage 或流水线布局",

@@ -11,7 +11,7 @@ from mbridge_launch.hardware import Hardware
 from mbridge_launch.i18n import t
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
 from mbridge_launch.planner.rules import recompute_label
-from mbridge_launch.planner.search import Candidate, Rejection
+from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, Candidate, Rejection, ranking_terms
 
 BAR_WIDTH = 40
 _COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "allowance")
@@ -40,6 +40,8 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None) -> d
         "mfu": round(c.mfu, 4),
         "step_time_s": round(c.step_time_s, 4),
         "time_breakdown_s": {k: round(v, 4) for k, v in c.step.breakdown.items()},
+        # what the ranking adds to log(tokens/s/GPU): memory charge, EP and CP preferences
+        "ranking_terms": {k: round(v, 4) for k, v in ranking_terms(_memory_fraction(c), L).items()},
     }
     spend = budget(c, tokens, L.world or 1)
     if spend:
@@ -69,6 +71,35 @@ def near_tie_count(candidates: list[Candidate]) -> int:
 def near_tie_text(candidates: list[Candidate]) -> list[str]:
     n = near_tie_count(candidates)
     return [t("planner.near_tie", last=n, pct=NEAR_TIE), ""] if n > 1 else []
+
+
+def _memory_fraction(c: Candidate) -> float:
+    return c.memory.total / c.memory.hbm_gb if c.memory.hbm_gb else 0.0
+
+
+def rank_note(index: int, candidates: list[Candidate], lang: str | None = None) -> str | None:
+    """Why candidates[index] ranks below a layout predicted slower than it, or None when the
+    ranking above it follows the predicted speed. Names the first such layout and the ranking
+    terms (search.ranking_terms) that put it ahead."""
+    c = candidates[index]
+    slower_above = [i for i in range(index) if candidates[i].tokens_per_sec_per_gpu < c.tokens_per_sec_per_gpu]
+    if not slower_above:
+        return None
+    k = slower_above[0]
+    above = candidates[k]
+    mine = ranking_terms(_memory_fraction(c), c.layout)
+    theirs = ranking_terms(_memory_fraction(above), above.layout)
+    reasons = []
+    if mine["memory"] < theirs["memory"]:
+        reasons.append(t("planner.rank_reason.memory", lang=lang, frac=_memory_fraction(c), comfort=MEMORY_COMFORT,
+                         cost=MEMORY_PRESSURE / 10))
+    if mine["ep"] < theirs["ep"]:
+        reasons.append(t("planner.rank_reason.ep", lang=lang, ep=c.layout.ep, other=above.layout.ep))
+    if mine["cp"] < theirs["cp"]:
+        reasons.append(t("planner.rank_reason.cp", lang=lang, cp=c.layout.cp, other=above.layout.cp))
+    faster = c.tokens_per_sec_per_gpu / above.tokens_per_sec_per_gpu - 1
+    return t("planner.rank_below", lang=lang, above=k + 1, pct=faster,
+             reasons=t("planner.rank_reason.join", lang=lang).join(reasons) or "-")
 
 
 def rejected_json(rejected: dict[str, Rejection]) -> list[dict[str, Any]]:
@@ -118,7 +149,10 @@ def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") 
     return lines
 
 
-def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None = None) -> list[str]:
+def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None = None,
+                   ranked: list[Candidate] | None = None) -> list[str]:
+    """The card of the rank-th candidate; given the whole ranked list, it also says why it ranks
+    below a layout predicted slower (rank_note)."""
     L = c.layout
     lines = [t("planner.candidate", rank=rank, tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1,
                dp=L.dp, mbs=L.mbs, recompute=recompute_label(L), fsdp=" FSDP" if L.fsdp else "")]
@@ -130,6 +164,9 @@ def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None =
     lines.append(t("planner.memory_title", stage=t(f"planner.stage.{c.memory.stage}"), total=c.memory.total,
                    hbm=hw.hbm_gb, limit=HEADROOM * hw.hbm_gb, headroom=1 - HEADROOM))
     lines.extend(memory_chart(c.memory, hw.hbm_gb))
+    note = rank_note(rank - 1, ranked) if ranked else None
+    if note:
+        lines.append(note)
     if L.uneven_pp:
         lines.append(t("planner.notes_uneven"))
     return lines

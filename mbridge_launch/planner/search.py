@@ -278,21 +278,28 @@ CP_NEEDED_ABOVE = 8192
 EP_CREDIT = 0.02
 
 
+def ranking_terms(memory_fraction: float, layout: Layout | None = None) -> dict[str, float]:
+    """What `utility` adds to log speed, term by term (log-speed units; 0 = neutral): the memory
+    charge and the two conventional-layout rules. `plan` uses it to say why a faster layout ranks
+    below a slower one."""
+    terms = {"memory": -MEMORY_PRESSURE * max(0.0, memory_fraction - MEMORY_COMFORT), "ep": 0.0, "cp": 0.0}
+    if layout is not None:
+        terms["ep"] = EP_CREDIT * math.log2(max(layout.ep, 1))
+        if layout.seq_length <= CP_NEEDED_ABOVE:
+            terms["cp"] = -CP_CHARGE * math.log2(max(layout.cp, 1))
+    return terms
+
+
 def preference(layout: Layout | None) -> float:
     """The conventional-layout term of `utility` (0 for the plain layout)."""
-    if layout is None:
-        return 0.0
-    bonus = EP_CREDIT * math.log2(max(layout.ep, 1))
-    if layout.seq_length <= CP_NEEDED_ABOVE:
-        bonus -= CP_CHARGE * math.log2(max(layout.cp, 1))
-    return bonus
+    terms = ranking_terms(0.0, layout)
+    return terms["ep"] + terms["cp"]
 
 
 def utility(tokens_per_sec: float, memory_fraction: float, layout: Layout | None = None) -> float:
     """Ranking score: log predicted speed, the memory-pressure charge and, given the layout, the
     conventional-layout preference."""
-    return (math.log(tokens_per_sec) - MEMORY_PRESSURE * max(0.0, memory_fraction - MEMORY_COMFORT)
-            + preference(layout))
+    return math.log(tokens_per_sec) + sum(ranking_terms(memory_fraction, layout).values())
 
 
 def _rank_key(c: Candidate) -> tuple:
