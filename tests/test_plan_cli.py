@@ -66,6 +66,9 @@ def test_plan_in_chinese(capsys):
     (["--model", "llama3_8b", "--gpus", "8", "--gpu-type", "a100"], "unknown GPU type"),
     (["--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100", "--precision", "nvfp4"], "does not run precision"),
     (["--model", "gemma2_9b", "--gpus", "8"], "vocab_size"),
+    (["--model", "llama3_8b", "--gpus", "8", "--tokens", "-5"], "--tokens must be a positive number of tokens"),
+    (["--model", "llama3_8b", "--gpus", "8", "--tokens", "lots"], "suffixes K, M, B, T"),
+    (["--model", "llama3_8b", "--gpus", "8", "--tokens", "inf"], "--tokens"),
 ])
 def test_plan_bad_input_exits_2(capsys, argv, key):
     code, out, err = run(capsys, "plan", *argv, "--lang", "en")
@@ -168,3 +171,13 @@ def test_bad_arguments_are_one_line_with_exit_2(capsys, argv):
     assert stopped.value.code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: mbridge-launch") and "--help'" in lines[0], err
+
+
+@pytest.mark.parametrize("text,tokens", [("15T", 15e12), ("1e12", 1e12), ("2.5B", 2.5e9), ("300m", 3e8), ("4096000000", 4.096e9)])
+def test_token_budgets_take_suffixes(capsys, text, tokens):
+    code, out, _ = run(capsys, "plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100", "--top", "1",
+                       "--tokens", text, "--format", "json")
+    assert code == 0
+    cand = json.loads(out)["candidates"][0]
+    assert cand["budget"]["tokens"] == pytest.approx(tokens)
+    assert cand["budget"]["hours"] == pytest.approx(tokens / (cand["tokens_per_sec_per_gpu"] * 8) / 3600, rel=1e-2)

@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="declare uneven first/last pipeline stages (layers need not divide PP x VP)")
     parser.add_argument("--mtp-layers", type=int, help="MTP depth to count (default: the model's)")
     parser.add_argument("--moe-token-drop", action="store_true", help="MoE with a capacity factor (no dropless sync)")
-    parser.add_argument("--tokens", type=float, help="token budget: report wall-clock hours and GPU-hours")
+    parser.add_argument("--tokens", help="token budget (e.g. 1e12 or 15T): report wall-clock hours and GPU-hours")
     parser.add_argument("--hf-config", help="a local Hugging Face config.json (or checkpoint directory)")
     add_common(parser)
 
@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         inputs.positive("--" + flag.replace("_", "-"), getattr(args, flag))
     for flag in ("vp", "etp", "gbs", "recompute_layers"):
         inputs.positive("--" + flag.replace("_", "-"), getattr(args, flag))
+    args.tokens = inputs.token_count("--tokens", args.tokens)
     if args.mtp_layers is not None and args.mtp_layers < 0:
         raise UserError("planner.bad_number", flag="--mtp-layers", value=args.mtp_layers)
     got = inputs.resolve(args.model, args.gpu_type, args.precision, args.goal, args.hf_config)

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gbs", type=int, help="global batch size (default: the model's recipe, else >= 512)")
     parser.add_argument("--precision", default="bf16", help="bf16, fp8cs, fp8mx, fp8sc, fp8ds, nvfp4 (default bf16)")
     parser.add_argument("--top", type=int, default=5, help="how many layouts to show (default 5)")
-    parser.add_argument("--tokens", type=float, help="token budget: report wall-clock hours and GPU-hours")
+    parser.add_argument("--tokens", help="token budget (e.g. 1e12 or 15T): report wall-clock hours and GPU-hours")
     parser.add_argument("--recompute", choices=("none", "selective", "full"), help="only this recompute level")
     parser.add_argument("--fsdp", action="store_true", help="only Megatron-FSDP layouts")
     parser.add_argument("--bf16-grads", action="store_true",
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES
     from mbridge_launch.planner.search import Options, search
 
+    args.tokens = inputs.token_count("--tokens", args.tokens)
     gpus = inputs.positive("--gpus", args.gpus)
     inputs.positive("--top", args.top)
     inputs.positive("--seq-length", args.seq_length)

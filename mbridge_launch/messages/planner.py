@@ -140,6 +140,10 @@ MESSAGES = {
     ),
     # ---------------------------------------------------------------- plan / estimate output
     "planner.bad_gpus": ("--gpus must be a positive integer, not {value}", "--gpus 必须是正整数，而不是 {value}"),
+    "planner.bad_tokens": (
+        "{flag} must be a positive number of tokens, such as 1e12 or 15T (suffixes K, M, B, T), not {value}",
+        "{flag} 必须是正的 token 数，例如 1e12 或 15T（可用后缀 K、M、B、T），而不是 {value}",
+    ),
     "planner.bad_number": ("{flag} must be a positive integer, not {value}", "{flag} 必须是正整数，而不是 {value}"),
     "planner.no_layout": (
         "no valid layout of {model} fits {gpus} x {gpu} for GBS={gbs}, sequence length {seq}, {precision}; most frequent reasons: {reasons}",

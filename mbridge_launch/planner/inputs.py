@@ -39,6 +39,24 @@ def positive(flag: str, value: Any) -> int | None:
     return value
 
 
+_TOKEN_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def token_count(flag: str, text: Any) -> float | None:
+    """A token budget: a positive number, optionally with a K/M/B/T suffix ('15T', '1e12')."""
+    if text is None:
+        return None
+    raw = str(text).strip().lower()
+    suffix = raw[-1:] if raw[-1:] in _TOKEN_SUFFIXES and raw[-1:] else ""
+    try:
+        value = float(raw[:-1] if suffix else raw) * _TOKEN_SUFFIXES[suffix]
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise UserError("planner.bad_tokens", flag=flag, value=text)
+    return value
+
+
 def resolve(model_text: str, gpu_type: str, precision: str | None, goal: str | None,
             hf_config: str | None = None) -> Inputs:
     hardware = get_hardware(gpu_type)
