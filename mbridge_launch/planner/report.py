@@ -45,7 +45,7 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None) -> d
     }
     spend = budget(c, tokens, L.world or 1)
     if spend:
-        data["budget"] = {k: round(v, 2) for k, v in spend.items()}
+        data["budget"] = {k: float(f"{v:.6g}") for k, v in spend.items()}  # small budgets keep their hours
     return data
 
 
