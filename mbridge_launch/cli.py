@@ -11,7 +11,7 @@ import os
 import sys
 
 from mbridge_launch import __version__
-from mbridge_launch.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
+from mbridge_launch.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, UserError
 
 # name -> module; imported when the parser is built (argument definitions only, no heavy imports)
 COMMANDS: dict[str, str] = {
@@ -87,6 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # the machine refused (disk full, permissions, a vanished folder): not a bug to report
+        if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
+            raise
+        message = i18n.t("file.system_error", path=exc.filename or "-", reason=exc.strerror or str(exc))
+        print(i18n.t("error.prefix", message=message), file=sys.stderr)
+        return EXIT_CHECK_FAILED
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
             raise

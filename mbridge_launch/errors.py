@@ -52,3 +52,21 @@ class SubmissionError(UserError):
     def __init__(self, key: str, raw_output: str = "", **params: object) -> None:
         self.raw_output = raw_output
         super().__init__(key, **params)
+
+
+class writable:
+    """`with writable(path): ...` around writing a file or folder the user named (-o, --workdir):
+    a file-system refusal (missing parent, permission, read-only) becomes one clear UserError
+    naming the path and the reason, instead of an internal error."""
+
+    def __init__(self, path: object) -> None:
+        self.path = path
+
+    def __enter__(self) -> "writable":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if isinstance(exc, OSError):
+            raise UserError("file.unwritable", path=str(self.path),
+                            reason=exc.strerror or str(exc)) from None
+        return False

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from mbridge_launch.errors import CheckFailed, UserError
+from mbridge_launch.errors import CheckFailed, UserError, writable
 from mbridge_launch.i18n import t
 from mbridge_launch.plan import Plan
 from mbridge_launch.plan_card import gpu_hours, render_card
@@ -173,8 +173,9 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             raise CheckFailed("gate.preflight_failed_uncovered", codes=", ".join(uncovered))
 
         rendered = submit_plan(plan, options.executor, workdir, dry_run=True)
-        workdir.mkdir(parents=True, exist_ok=True)
-        script = _write_review_copy(plan, rendered, workdir)
+        with writable(workdir):
+            workdir.mkdir(parents=True, exist_ok=True)
+            script = _write_review_copy(plan, rendered, workdir)
         print(render_card(plan, executor=options.executor, script_path=str(script), report=report,
                           parent_run_id=options.parent_run_id, watcher=options.watcher), file=out)
         method = confirm_submission(plan, options)

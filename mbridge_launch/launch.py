@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
+from mbridge_launch.errors import writable
 from mbridge_launch.executors import get_executor
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.plan import Plan
@@ -28,5 +29,6 @@ def submit_plan(
     executor = get_executor(executor_name, **executor_options(executor_name, directory))
     if dry_run:
         return executor.render(plan)
-    directory.mkdir(parents=True, exist_ok=True)
+    with writable(directory):
+        directory.mkdir(parents=True, exist_ok=True)
     return executor.submit(plan, directory)

@@ -209,8 +209,10 @@ class Plan(_Strict):
 
 def save_plan(plan: Plan, path: str | Path) -> Path:
     from mbridge_launch.atomic import atomic_write_text
+    from mbridge_launch.errors import writable
 
-    return atomic_write_text(Path(path), plan.to_yaml())
+    with writable(path):
+        return atomic_write_text(Path(path), plan.to_yaml())
 
 
 def load_plan(path: str | Path) -> Plan:

@@ -9,6 +9,11 @@ MESSAGES = {
         "内部错误：{error}（请报告此问题；设置 MBRIDGE_LAUNCH_DEBUG=1 重新运行可查看回溯）",
     ),
     "file.not_found": ("file not found: {path}", "文件不存在：{path}"),
+    "file.unwritable": ("cannot write {path}: {reason}", "无法写入 {path}：{reason}"),
+    "file.system_error": (
+        "file-system error on {path}: {reason}",
+        "文件系统错误（{path}）：{reason}",
+    ),
     "file.unreadable": ("cannot read {path}: {reason}", "无法读取 {path}：{reason}"),
     "yaml.invalid": ("{path} is not valid YAML: {reason}", "{path} 不是有效的 YAML：{reason}"),
     "plan.unknown_field": (

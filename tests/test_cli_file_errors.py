@@ -1,0 +1,71 @@
+"""A path the machine refuses is one clear line, never an 'internal error' with a report request:
+user-named outputs (-o, --workdir) exit 2 naming the path; any other file-system failure exits 1."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from mbridge_launch import cli
+from mbridge_launch.errors import UserError, writable
+
+MISSING_PARENT = "/proc/mbridge-launch-test/no-such-dir"  # /proc refuses new entries, even for root
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100", "--top", "1"],
+    ["recommend", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100"],
+])
+def test_an_unwritable_output_file_names_the_path(capsys, argv):
+    target = f"{MISSING_PARENT}/plan.yaml"
+    code, _, err = run(capsys, *argv, "-o", target, "--lang", "en")
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("error")]
+    assert lines == [f"error: cannot write {target}: No such file or directory"], err
+    assert "internal error" not in err and "Traceback" not in err and ".tmp" not in err
+
+
+def test_writable_names_the_users_path_and_passes_other_errors():
+    with pytest.raises(UserError) as caught:
+        with writable("out/plan.yaml"):
+            raise PermissionError(errno.EACCES, "Permission denied", "out/.plan.yaml.abc.tmp")
+    assert caught.value.render("en") == "cannot write out/plan.yaml: Permission denied"
+    assert caught.value.render("zh") == "无法写入 out/plan.yaml：Permission denied"
+    with pytest.raises(ValueError):
+        with writable("out/plan.yaml"):
+            raise ValueError("not a file-system error")
+
+
+def test_any_other_file_system_failure_is_one_line_exit_1(capsys, monkeypatch, tmp_path):
+    from mbridge_launch.commands import checkpoints
+
+    def refuse(args):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "x"))
+
+    monkeypatch.setattr(checkpoints, "run", refuse)
+    code, _, err = run(capsys, "checkpoints", str(tmp_path), "--lang", "en")
+    assert code == 1
+    assert err.strip() == f"error: file-system error on {tmp_path / 'x'}: No space left on device"
+    monkeypatch.setenv("MBRIDGE_LAUNCH_DEBUG", "1")
+    with pytest.raises(OSError):
+        cli.main(["checkpoints", str(tmp_path)])
+    assert not Path(MISSING_PARENT).exists()
+
+
+@pytest.mark.parametrize("executor", ["sbatch", "nemo-run", "submitit"])
+def test_an_unwritable_workdir_stops_before_anything_is_submitted(executor):
+    import plan_fixtures as pf
+
+    from mbridge_launch.launch import submit_plan
+
+    with pytest.raises(UserError) as caught:
+        submit_plan(pf.single_node_h100(), executor, MISSING_PARENT)
+    assert caught.value.render("en") == f"cannot write {MISSING_PARENT}: No such file or directory"
