@@ -225,6 +225,11 @@ def load_plan(path: str | Path) -> Plan:
         raise UserError("file.not_found", path=str(path)) from None
     except OSError as exc:
         raise UserError("file.unreadable", path=str(path), reason=exc.strerror or str(exc)) from None
+    except UnicodeDecodeError as exc:
+        from mbridge_launch.i18n import t
+
+        reason = t("file.not_utf8", byte=f"{exc.object[exc.start]:02x}", offset=exc.start)
+        raise UserError("file.unreadable", path=str(path), reason=reason) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

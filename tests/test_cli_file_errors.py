@@ -69,3 +69,14 @@ def test_an_unwritable_workdir_stops_before_anything_is_submitted(executor):
     with pytest.raises(UserError) as caught:
         submit_plan(pf.single_node_h100(), executor, MISSING_PARENT)
     assert caught.value.render("en") == f"cannot write {MISSING_PARENT}: No such file or directory"
+
+
+@pytest.mark.parametrize("command", ["preflight", "submit"])
+def test_a_plan_file_that_is_not_text_is_one_clear_line(capsys, tmp_path, command):
+    plan = tmp_path / "plan.yaml"
+    plan.write_bytes(b"name: x\n\xa0\xff\n")
+    code, _, err = run(capsys, command, str(plan), "--lang", "en")
+    assert code == 2
+    assert err.strip() == f"error: cannot read {plan}: not UTF-8 text (byte 0xa0 at offset 8)"
+    code, _, err = run(capsys, command, str(plan), "--lang", "zh")
+    assert code == 2 and "不是 UTF-8 文本" in err
