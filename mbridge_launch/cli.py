@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         # the machine refused (disk full, permissions, a vanished folder): not a bug to report
         if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
             raise
-        message = i18n.t("file.system_error", path=exc.filename or "-", reason=exc.strerror or str(exc))
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        message = (i18n.t("file.system_error", path=exc.filename, reason=reason) if exc.filename
+                   else i18n.t("os.error", reason=reason))
         print(i18n.t("error.prefix", message=message), file=sys.stderr)
         return EXIT_CHECK_FAILED
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks

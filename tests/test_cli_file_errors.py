@@ -80,3 +80,14 @@ def test_a_plan_file_that_is_not_text_is_one_clear_line(capsys, tmp_path, comman
     assert err.strip() == f"error: cannot read {plan}: not UTF-8 text (byte 0xa0 at offset 8)"
     code, _, err = run(capsys, command, str(plan), "--lang", "zh")
     assert code == 2 and "不是 UTF-8 文本" in err
+
+
+def test_an_os_error_without_a_path_still_says_what_happened(capsys, monkeypatch, tmp_path):
+    from mbridge_launch.commands import checkpoints
+
+    def refuse(args):
+        raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+
+    monkeypatch.setattr(checkpoints, "run", refuse)
+    code, _, err = run(capsys, "checkpoints", str(tmp_path), "--lang", "en")
+    assert code == 1 and err.strip() == "error: the operating system refused: Connection reset by peer"

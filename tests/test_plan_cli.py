@@ -181,3 +181,16 @@ def test_token_budgets_take_suffixes(capsys, text, tokens):
     cand = json.loads(out)["candidates"][0]
     assert cand["budget"]["tokens"] == pytest.approx(tokens)
     assert cand["budget"]["hours"] == pytest.approx(tokens / (cand["tokens_per_sec_per_gpu"] * 8) / 3600, rel=1e-2)
+
+
+@pytest.mark.parametrize("argv,flag,limit", [
+    (["plan", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "99999999999999999999"], "--gpus", "1,048,576"),
+    (["estimate", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "8", "--tp", str(10**20), "--pp", "1",
+      "--mbs", "1", "--gbs", "8", "--seq-length", "8192"], "--tp", "1,048,576"),
+    (["recommend", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", str(10**20)], "--gpus", "1,048,576"),
+    (["recommend", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "8", "--seq-length", str(10**20)],
+     "--seq-length", "67,108,864"),
+])
+def test_absurd_sizes_are_refused_at_once(capsys, argv, flag, limit):
+    code, _, err = run(capsys, *argv, "--lang", "en")
+    assert code == 2 and f"{flag}=" in err and f"at most {limit}" in err and len(err.strip().splitlines()) == 1

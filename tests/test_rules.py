@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mbridge_launch.hardware import get_hardware
@@ -141,3 +143,15 @@ def test_sequence_parallel_needs_the_sequence_divisible_by_tp_times_cp():
     # with CP=2 each CP rank holds 4096 of 8192 tokens: TP=8 divides it
     assert not [v for v in check_layout(Layout(tp=8, cp=2, sp=True, seq_length=8192, world=16, gbs=1), arch)
                 if v.code == "RULE_SP_SEQ"]
+
+
+@pytest.mark.parametrize("field,value", [("tp", 10**20), ("ep", 10**20), ("world", 10**20), ("seq_length", 10**20),
+                                         ("gbs", 2**31 + 1), ("vp", 2**20 + 1)])
+def test_sizes_beyond_any_real_job_are_one_rule_and_answer_at_once(field, value):
+    # the other rules list divisors in their messages: for a 20-digit value that would take hours
+    from mbridge_launch.planner.rules import size_limit
+
+    layout = replace(Layout(tp=1, pp=2, mbs=1, gbs=8, seq_length=4096, world=8), **{field: value})
+    found = check_layout(layout, load_arch("qwen3_30b_a3b"), get_hardware("h100"))
+    assert [v.code for v in found] == ["RULE_SIZE_LIMIT"]
+    assert found[0].message("en") == f"{field}={value} is beyond any real job; at most {size_limit(field):,}"

@@ -15,6 +15,7 @@ MESSAGES = {
         "文件系统错误（{path}）：{reason}",
     ),
     "file.not_utf8": ("not UTF-8 text (byte 0x{byte} at offset {offset})", "不是 UTF-8 文本（偏移 {offset} 处的字节 0x{byte}）"),
+    "os.error": ("the operating system refused: {reason}", "操作系统拒绝了该操作：{reason}"),
     "file.unreadable": ("cannot read {path}: {reason}", "无法读取 {path}：{reason}"),
     "yaml.invalid": ("{path} is not valid YAML: {reason}", "{path} 不是有效的 YAML：{reason}"),
     "plan.unknown_field": (

@@ -4,6 +4,10 @@ MESSAGES = {
         "{name}={value} must be a positive integer",
         "{name}={value} 必须是正整数",
     ),
+    "planner.rule.size_limit": (
+        "{name}={value} is beyond any real job; at most {limit:,}",
+        "{name}={value} 超出任何实际作业的规模；上限为 {limit:,}",
+    ),
     "planner.rule.dense_grid": (
         "{world} GPUs are not divisible by TP x PP x CP = {tp} x {pp} x {cp} = {mp}, so DP is not an integer; valid GPU counts: multiples of {mp} ({valid})",
         "{world} 个 GPU 不能被 TP x PP x CP = {tp} x {pp} x {cp} = {mp} 整除，数据并行（DP）不是整数；可用的 GPU 数：{mp} 的倍数（{valid}）",
@@ -143,6 +147,10 @@ MESSAGES = {
     "planner.bad_tokens": (
         "{flag} must be a positive number of tokens, such as 1e12 or 15T (suffixes K, M, B, T), not {value}",
         "{flag} 必须是正的 token 数，例如 1e12 或 15T（可用后缀 K、M、B、T），而不是 {value}",
+    ),
+    "planner.too_large": (
+        "{flag}={value} is beyond any real job; at most {limit:,}",
+        "{flag}={value} 超出任何实际作业的规模；上限为 {limit:,}",
     ),
     "planner.bad_number": ("{flag} must be a positive integer, not {value}", "{flag} 必须是正整数，而不是 {value}"),
     "planner.no_layout": (

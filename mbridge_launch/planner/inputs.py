@@ -32,11 +32,20 @@ def normalize_goal(goal: str | None) -> str:
 
 
 def positive(flag: str, value: Any) -> int | None:
+    """A positive integer flag, no larger than the rules accept for that size (rules.size_limit)."""
+    from mbridge_launch.planner.rules import size_limit
+
     if value is None:
         return None
     if not isinstance(value, int) or value <= 0:
         raise UserError("planner.bad_number", flag=flag, value=value)
+    limit = size_limit(_SIZE_OF_FLAG.get(flag, flag.lstrip("-").replace("-", "_")))
+    if value > limit:
+        raise UserError("planner.too_large", flag=flag, value=value, limit=limit)
     return value
+
+
+_SIZE_OF_FLAG = {"--gpus": "world", "--recompute-layers": "world", "--top": "world"}
 
 
 _TOKEN_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}

@@ -192,6 +192,18 @@ def recompute_label(layout: Layout) -> str:
     return layout.recompute
 
 
+# Beyond any real job: a GPU count or parallel size above 2^20 (a million GPUs), a micro/global
+# batch above 2^31 sequences, a sequence above 2^26 tokens. Checked before the other rules, whose
+# messages list divisors and would take hours to enumerate them for a 20-digit value.
+SIZE_LIMITS = {"gbs": 2**31, "mbs": 2**31, "seq_length": 2**26}
+DEFAULT_SIZE_LIMIT = 2**20
+
+
+def size_limit(name: str) -> int:
+    """The largest value rules accept for a layout size (`tp`, `world`, `seq_length`, ...)."""
+    return SIZE_LIMITS.get(name, DEFAULT_SIZE_LIMIT)
+
+
 def check_layout(layout: Layout, arch: ModelArch | None, hardware: Hardware | None = None) -> list[Violation]:
     """Every rule `layout` breaks for `arch` on `hardware` (either may be None: those rules skip)."""
     out: list[Violation] = []
@@ -206,7 +218,11 @@ def check_layout(layout: Layout, arch: ModelArch | None, hardware: Hardware | No
     bad = [name for name, value in sizes.items() if not isinstance(value, int) or isinstance(value, bool) or value < 1]
     for name in bad:
         out.append(_v("RULE_POSITIVE", "planner.rule.positive", name, name=name, value=sizes[name]))
-    if bad:
+    huge = [name for name, value in sizes.items() if name not in bad and value > size_limit(name)]
+    for name in huge:
+        out.append(_v("RULE_SIZE_LIMIT", "planner.rule.size_limit", name, name=name, value=sizes[name],
+                      limit=size_limit(name)))
+    if bad or huge:
         return out
     _grid_rules(L, arch, out)
     _batch_rules(L, out)
@@ -234,7 +250,7 @@ def _grid_rules(L: Layout, arch: ModelArch | None, out: list[Violation]) -> None
         eg = L.pp * L.ep * L.etp_size
         if L.world % eg:
             need = L.pp * max(L.tp * L.cp, L.ep * L.etp_size)
-            experts = arch.num_moe_experts if arch is not None and arch.num_moe_experts else L.ep
+            experts = arch.num_moe_experts if arch is not None and arch.num_moe_experts else 1
             valid = [e for e in divisors(experts) if L.world % (L.pp * e * L.etp_size) == 0]
             out.append(_v("RULE_EXPERT_GRID", "planner.rule.expert_grid", "ep", valid,
                           world=L.world, pp=L.pp, ep=L.ep, etp=L.etp_size, eg=eg, minimum=need))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mbridge_launch.errors import NoLayoutError
+from mbridge_launch.planner.rules import divisors
 
 
 @dataclass
@@ -20,11 +21,6 @@ class Resized:
     estimate: Any = None  # planner estimate for the layout, when available
     gbs_changed_from: int | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
 
 
 def _cp_for_seq(recipe_cp: int, recipe_seq: int, seq: int) -> int:
