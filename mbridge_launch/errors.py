@@ -6,6 +6,9 @@ code; the CLI prints one line for it, never a traceback. Asserts are never used 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 # Documented exit codes (README "Exit codes").
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1  # preflight found an error, a job failed, a gate refused
@@ -54,19 +57,12 @@ class SubmissionError(UserError):
         super().__init__(key, **params)
 
 
-class writable:
+@contextmanager
+def writable(path: object) -> Iterator[None]:
     """`with writable(path): ...` around writing a file or folder the user named (-o, --workdir):
     a file-system refusal (missing parent, permission, read-only) becomes one clear UserError
-    naming the path and the reason, instead of an internal error."""
-
-    def __init__(self, path: object) -> None:
-        self.path = path
-
-    def __enter__(self) -> "writable":
-        return self
-
-    def __exit__(self, kind, exc, tb) -> bool:
-        if isinstance(exc, OSError):
-            raise UserError("file.unwritable", path=str(self.path),
-                            reason=exc.strerror or str(exc)) from None
-        return False
+    naming that path and the reason, instead of an internal error."""
+    try:
+        yield
+    except OSError as exc:
+        raise UserError("file.unwritable", path=str(path), reason=exc.strerror or str(exc)) from None

@@ -148,10 +148,6 @@ MESSAGES = {
         "{flag} must be a positive number of tokens, such as 1e12 or 15T (suffixes K, M, B, T), not {value}",
         "{flag} 必须是正的 token 数，例如 1e12 或 15T（可用后缀 K、M、B、T），而不是 {value}",
     ),
-    "planner.too_large": (
-        "{flag}={value} is beyond any real job; at most {limit:,}",
-        "{flag}={value} 超出任何实际作业的规模；上限为 {limit:,}",
-    ),
     "planner.bad_number": ("{flag} must be a positive integer, not {value}", "{flag} 必须是正整数，而不是 {value}"),
     "planner.no_layout": (
         "no valid layout of {model} fits {gpus} x {gpu} for GBS={gbs}, sequence length {seq}, {precision}; most frequent reasons: {reasons}",

@@ -3,6 +3,7 @@ precision, goal, default batch and sequence), with one clear UserError for each 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,23 +33,25 @@ def normalize_goal(goal: str | None) -> str:
 
 
 def positive(flag: str, value: Any) -> int | None:
-    """A positive integer flag, no larger than the rules accept for that size (rules.size_limit)."""
-    from mbridge_launch.planner.rules import size_limit
-
+    """A positive integer flag, no larger than the rules accept for that size."""
     if value is None:
         return None
     if not isinstance(value, int) or value <= 0:
         raise UserError("planner.bad_number", flag=flag, value=value)
-    limit = size_limit(_SIZE_OF_FLAG.get(flag, flag.lstrip("-").replace("-", "_")))
-    if value > limit:
-        raise UserError("planner.too_large", flag=flag, value=value, limit=limit)
+    return within_size_limit(flag, value, "world" if flag == "--gpus" else flag.lstrip("-").replace("-", "_"))
+
+
+def within_size_limit(flag: str, value: int, size: str) -> int:
+    """`value` of `flag`, or one clear error when it is beyond rules.size_limit(size): the rules
+    would otherwise spend hours listing the divisors of a 20-digit number."""
+    from mbridge_launch.planner.rules import size_limit
+
+    if value > size_limit(size):
+        raise UserError("planner.rule.size_limit", name=flag, value=value, limit=size_limit(size))
     return value
 
 
-_SIZE_OF_FLAG = {"--gpus": "world", "--recompute-layers": "world", "--top": "world"}
-
-
-_TOKEN_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_TOKEN_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
 
 def token_count(flag: str, text: Any) -> float | None:
@@ -56,12 +59,12 @@ def token_count(flag: str, text: Any) -> float | None:
     if text is None:
         return None
     raw = str(text).strip().lower()
-    suffix = raw[-1:] if raw[-1:] in _TOKEN_SUFFIXES and raw[-1:] else ""
+    scale = _TOKEN_SUFFIXES.get(raw[-1:], 1.0)
     try:
-        value = float(raw[:-1] if suffix else raw) * _TOKEN_SUFFIXES[suffix]
+        value = float(raw[:-1] if raw[-1:] in _TOKEN_SUFFIXES else raw) * scale
     except ValueError:
         value = float("nan")
-    if not (value > 0 and value != float("inf")):
+    if not (math.isfinite(value) and value > 0):
         raise UserError("planner.bad_tokens", flag=flag, value=text)
     return value
 

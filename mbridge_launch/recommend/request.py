@@ -50,12 +50,13 @@ def normalize_precision(precision: str | None) -> str | None:
 
 
 def validate_counts(gpus: int | None, seq_length: int | None) -> None:
-    from mbridge_launch.planner.rules import size_limit
+    from mbridge_launch.planner.inputs import within_size_limit
 
-    if gpus is not None and gpus <= 0:
-        raise UserError("recommend.gpus_positive", value=gpus)
-    if seq_length is not None and seq_length <= 0:
-        raise UserError("recommend.seq_positive", value=seq_length)
-    for flag, value, size in (("--gpus", gpus, "world"), ("--seq-length", seq_length, "seq_length")):
-        if value is not None and value > size_limit(size):
-            raise UserError("planner.too_large", flag=flag, value=value, limit=size_limit(size))
+    if gpus is not None:
+        if gpus <= 0:
+            raise UserError("recommend.gpus_positive", value=gpus)
+        within_size_limit("--gpus", gpus, "world")
+    if seq_length is not None:
+        if seq_length <= 0:
+            raise UserError("recommend.seq_positive", value=seq_length)
+        within_size_limit("--seq-length", seq_length, "seq_length")
