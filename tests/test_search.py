@@ -196,7 +196,7 @@ def test_uneven_stages_hold_whole_layers():
 @pytest.mark.parametrize("layers,pp", [(94, 32), (94, 8), (61, 16), (126, 16), (80, 3), (36, 4), (5, 4)])
 @pytest.mark.parametrize("head", [0.0, 0.4, 1.0, 2.6, 7.5])
 def test_uneven_split_is_the_best_whole_layer_split(layers, pp, head):
-    # the closed form checks two candidates for the last rank's layers; every split, tried out
+    # the closed form tries four counts for the last rank around the balance point; here every split is tried
     from mbridge_launch.planner.throughput import _slowest_stage_layers
 
     uneven = Layout(pp=pp, mbs=1, gbs=64, seq_length=4096, world=pp, uneven_pp=True)
