@@ -53,6 +53,8 @@ def add_common(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("tex
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mbridge-launch", description="Recommend, plan, preflight and launch Megatron Bridge training on Slurm.")
     parser.add_argument("--version", action="version", version=f"mbridge-launch {__version__}")
+    # also accepted before the command (`mbridge-launch --lang zh plan ...`)
+    parser.add_argument("--lang", dest="global_lang", choices=("en", "zh"), help="language of messages (default: from locale)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module_name in COMMANDS.items():
         try:
@@ -67,13 +69,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _lang_in(argv: list[str]) -> str | None:
+    """The value of the last --lang in argv, wherever it stands (None when absent or invalid)."""
+    lang = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--lang" and i + 1 < len(argv):
+            lang = argv[i + 1]
+        elif arg.startswith("--lang="):
+            lang = arg.split("=", 1)[1]
+    return lang if lang in ("en", "zh") else None
+
+
 def main(argv: list[str] | None = None) -> int:
     from mbridge_launch import i18n
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    i18n.set_lang(_lang_in(argv))  # before parsing, so that argparse's own errors are in it too
     parser = build_parser()
     args = parser.parse_args(argv)
-    i18n.set_lang(getattr(args, "lang", None))
+    i18n.set_lang(getattr(args, "lang", None) or getattr(args, "global_lang", None))
     if not getattr(args, "_module", None):
         parser.print_help()
         return EXIT_BAD_INPUT

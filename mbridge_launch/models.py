@@ -369,6 +369,10 @@ def resolve_model(text: str) -> str:
     for key in (_norm(query), _strip_suffixes(query), _norm(query.split("/")[-1])):
         if key in index:
             return index[key]
+    if _is_local_path(query):
+        raise UserError("models.local_path", path=query)
+    if query.startswith(("/", "./", "../", "~")) or query.endswith(".json"):
+        raise UserError("models.hf_config_missing", path=query)  # meant a path, and nothing is there
     tokens = sorted({*cat, *(tok for tok, _ in recipe_pairs)})
     by_key = {_norm(tok): tok for tok in tokens}
     close = difflib.get_close_matches(_norm(query), list(by_key), n=5, cutoff=0.5)
@@ -377,7 +381,27 @@ def resolve_model(text: str) -> str:
         names = list(dict.fromkeys(index[k] for k in close))
     else:
         names = [by_key[k] for k in close]
-    raise UserError("models.unknown", model=query, closest=", ".join(names) or ", ".join(tokens[:8]) + ", ...")
+    if not names:
+        raise UserError("models.unknown_none", model=query)
+    raise UserError("models.unknown", model=query, closest=", ".join(names))
+
+
+def local_model_path(text: str | None) -> bool:
+    """True when what the user gave as the model is a checkpoint directory or config.json on
+    disk: plan and estimate then read the architecture from it, as --hf-config would."""
+    return bool(text) and _is_local_path(str(text).strip())
+
+
+def _is_local_path(text: str) -> bool:
+    """A path to something on disk (a checkpoint directory or a config.json), not a model name."""
+    from pathlib import Path
+
+    if "/" not in text and not text.endswith(".json") and not text.startswith("~"):
+        return False  # an HF id such as org/name has a slash too, but rarely exists on disk
+    try:
+        return Path(text).expanduser().exists()
+    except OSError:
+        return False
 
 
 def require_planning_arch(arch: ModelArch | None, model: str) -> ModelArch:

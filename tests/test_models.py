@@ -87,6 +87,24 @@ def test_unknown_model_lists_closest():
     assert "llama3_8b" in err.value.params["closest"]
 
 
+def test_unknown_model_with_nothing_close_says_where_to_look():
+    with pytest.raises(UserError) as err:
+        resolve_model("zzqqxx")
+    assert err.value.key == "models.unknown_none" and err.value.exit_code == 2
+    assert "catalog list" in err.value.render() and "--hf-config" in err.value.render()
+
+
+def test_a_local_path_given_as_the_model_is_named_as_such(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(UserError) as err:
+        resolve_model(str(tmp_path))
+    assert err.value.key == "models.local_path" and f"--hf-config {tmp_path}" in err.value.render()
+    with pytest.raises(UserError) as err:
+        resolve_model(str(tmp_path / "missing"))  # looks like a path, nothing there
+    assert err.value.key == "models.hf_config_missing"
+    assert models.local_model_path(str(tmp_path)) and not models.local_model_path("llama3_8b")
+
+
 def test_recipe_only_tokens_resolve(monkeypatch):
     monkeypatch.setattr(models, "_recipe_models", lambda: [("mistral_7b", "mistralai/Mistral-7B-v0.1")])
     assert resolve_model("mistral_7b") == "mistral_7b"

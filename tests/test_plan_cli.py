@@ -143,6 +143,26 @@ def test_plan_with_a_local_hf_config(capsys, tmp_path):
     assert data["model"] == "hf:Tiny-1B" and data["candidates"][0]["tp"] in (1, 2, 4)
 
 
+def test_plan_takes_a_checkpoint_directory_as_the_model(capsys, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "new_arch", "_name_or_path": "acme/Tiny-1B", "num_hidden_layers": 16, "hidden_size": 2048,
+        "intermediate_size": 8192, "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 64000}))
+    code, out, err = run(capsys, "plan", "--model", str(tmp_path), "--gpus", "8", "--gpu-type", "h100",
+                         "--gbs", "64", "--seq-length", "4096", "--top", "1", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["model"] == "hf:Tiny-1B"
+
+
+def test_lang_is_accepted_before_the_command_and_covers_argument_errors(capsys):
+    code, out, err = run(capsys, "--lang", "zh", "plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100",
+                         "--top", "1")
+    assert code == 0 and "个 H100" in out, err
+    with pytest.raises(SystemExit) as stopped:  # argparse's own error, still in the asked language
+        main(["plan", "--lang", "zh", "--model", "llama3_8b", "--gpus", "8", "--gpu-tipe", "h100"])
+    _, err = capsys.readouterr()
+    assert stopped.value.code == 2 and err.startswith("错误：")
+
+
 def test_plan_says_which_layouts_the_model_cannot_tell_apart(capsys):
     argv = ["plan", "--model", "qwen3_235b_a22b", "--gpus", "256", "--gpu-type", "gb200", "--precision", "fp8mx",
             "--gbs", "8192", "--top", "5"]

@@ -3,6 +3,14 @@ MESSAGES = {
         "unknown model '{model}'; closest known models: {closest}",
         "未知模型 '{model}'；最接近的已知模型：{closest}",
     ),
+    "models.unknown_none": (
+        "unknown model '{model}': no known model is close; `mbridge-launch catalog list` lists the recipe models (a model the catalog lacks can still be planned from its Hugging Face config.json with --hf-config PATH)",
+        "未知模型 '{model}'：没有相近的已知模型；`mbridge-launch catalog list` 列出有配方的模型（目录中没有的模型可用 --hf-config PATH 从其 Hugging Face config.json 规划）",
+    ),
+    "models.local_path": (
+        "'{path}' is a local path, not a model name: pass it with --hf-config {path} for the architecture, and name the recipe model with --model (for example --model qwen3_8b)",
+        "'{path}' 是本地路径而不是模型名：请用 --hf-config {path} 提供模型结构，并用 --model 指定配方模型（例如 --model qwen3_8b）",
+    ),
     "models.no_arch": (
         "the architecture of '{model}' is not in catalog/models.yaml; pass its Hugging Face config.json with --hf-config PATH (a file or a checkpoint directory)",
         "catalog/models.yaml 中没有 '{model}' 的模型结构；请用 --hf-config PATH 提供其 Hugging Face config.json（文件或检查点目录）",

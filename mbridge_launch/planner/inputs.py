@@ -9,7 +9,7 @@ from typing import Any
 
 from mbridge_launch.errors import UserError
 from mbridge_launch.hardware import Hardware, get_hardware, normalize_precision
-from mbridge_launch.models import ModelArch, load_arch, require_planning_arch, resolve_model
+from mbridge_launch.models import ModelArch, load_arch, local_model_path, require_planning_arch, resolve_model
 
 GOALS = ("pretrain", "sft", "lora", "dora")
 _GOAL_ALIASES = {"peft": "lora"}
@@ -74,6 +74,8 @@ def resolve(model_text: str, gpu_type: str, precision: str | None, goal: str | N
     hardware = get_hardware(gpu_type)
     prec = normalize_precision(precision or "bf16")
     hardware.check_precision(prec)
+    if not hf_config and local_model_path(model_text):
+        hf_config, model_text = model_text, ""  # --model /path/to/checkpoint, like from_pretrained
     if hf_config:
         from mbridge_launch.models import arch_from_hf_config
 
