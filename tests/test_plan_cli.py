@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -79,6 +80,21 @@ def test_plan_no_layout_exits_3(capsys):
     code, _, err = run(capsys, "plan", "--model", "llama31_405b", "--gpus", "8", "--gpu-type", "h100",
                        "--gbs", "8", "--seq-length", "8192", "--lang", "en")
     assert code == 3 and "RULE_MEMORY" in err
+
+
+def test_no_fit_says_how_many_gpus_would(capsys):
+    argv = ["plan", "--model", "llama3_8b", "--gpu-type", "h100", "--gbs", "64", "--seq-length", "8192", "--lang", "en"]
+    code, _, err = run(capsys, *argv, "--gpus", "1")
+    assert code == 3
+    found = re.search(r"doubling the GPU count, the first that fits is (\d+) x H100 SXM \(plan --gpus (\d+)\)", err)
+    assert found and found.group(1) == found.group(2), err
+    fits = int(found.group(1))
+    assert run(capsys, *argv, "--gpus", str(fits))[0] == 0
+    assert fits == 2 or run(capsys, *argv, "--gpus", str(fits // 2))[0] == 3
+    # a sequence no memory holds: it says so instead of sending the user up a GPU ladder
+    code, _, err = run(capsys, "plan", "--model", "llama31_405b", "--gpu-type", "h100", "--gpus", "8", "--gbs", "8",
+                       "--seq-length", "1000000", "--lang", "en")
+    assert code == 3 and "no count up to 512 x H100 SXM fits either" in err
 
 
 def test_estimate_json(capsys):

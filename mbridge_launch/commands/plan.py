@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         top_reasons = sorted(result.rejected.values(), key=lambda r: -r.count)[:3]
         reasons = "; ".join(f"{r.code} x{r.count} ({r.example})" for r in top_reasons) or "-"
         raise NoLayoutError("planner.no_layout", model=got.model, gpus=gpus, gpu=hw.label, gbs=gbs, seq=seq,
-                            precision=got.precision, reasons=reasons)
+                            precision=got.precision, reasons=reasons,
+                            hint=_smallest_fit_hint(got, gpus, gbs, seq, options, result.rejected))
     if args.format == "json":
         print_json({
             "model": got.model, "gpu_type": hw.name, "gpus": gpus, "gbs": gbs, "seq_length": seq,
@@ -81,3 +82,30 @@ def run(args: argparse.Namespace) -> int:
         path, digest = write_plan(result.candidates[0], got, gpus, args.output, name=args.name)
         print(t("plan.written", path=path, hash=digest), file=sys.stderr)
     return 0
+
+
+# doublings tried when nothing fits: 64x covers every published setup from one node
+_GROWTH_STEPS = 6
+
+
+def _smallest_fit_hint(got, gpus: int, gbs: int, seq: int, options, rejected: dict) -> str:
+    """When memory is what rules every layout out, the smallest doubling of the GPU count that
+    fits (the same GBS and sequence length), or that none up to 64x does."""
+    from mbridge_launch.i18n import t
+    from mbridge_launch.planner.rules import size_limit
+    from mbridge_launch.planner.search import search
+
+    if "RULE_MEMORY" not in rejected:
+        return ""  # rules, not memory, stand in the way: more GPUs would not help
+    hw = got.hardware
+    count = gpus
+    for _ in range(_GROWTH_STEPS):
+        count *= 2
+        if count > size_limit("world"):
+            break
+        found = search(got.arch, hw, count, gbs=gbs, seq_length=seq, precision=got.precision, goal=got.goal,
+                       options=options, top=1)
+        if found.candidates:
+            return t("planner.fits_at", gpus=count, gpu=hw.label)
+    return t("planner.fits_nowhere", gpus=count, gpu=hw.label)
+

@@ -150,8 +150,16 @@ MESSAGES = {
     ),
     "planner.bad_number": ("{flag} must be a positive integer, not {value}", "{flag} 必须是正整数，而不是 {value}"),
     "planner.no_layout": (
-        "no valid layout of {model} fits {gpus} x {gpu} for GBS={gbs}, sequence length {seq}, {precision}; most frequent reasons: {reasons}",
-        "在 {gpus} 个 {gpu} 上，GBS={gbs}、序列长度 {seq}、精度 {precision} 时 {model} 没有可用且放得下的布局；主要原因：{reasons}",
+        "no valid layout of {model} fits {gpus} x {gpu} for GBS={gbs}, sequence length {seq}, {precision}; most frequent reasons: {reasons}{hint}",
+        "在 {gpus} 个 {gpu} 上，GBS={gbs}、序列长度 {seq}、精度 {precision} 时 {model} 没有可用且放得下的布局；主要原因：{reasons}{hint}",
+    ),
+    "planner.fits_at": (
+        "; doubling the GPU count, the first that fits is {gpus} x {gpu} (plan --gpus {gpus})",
+        "；按倍数增加 GPU 数，首个能放下的是 {gpus} 个 {gpu}（plan --gpus {gpus}）",
+    ),
+    "planner.fits_nowhere": (
+        "; no count up to {gpus} x {gpu} fits either: shorten the sequence, use a lower precision or a GPU with more memory",
+        "；直到 {gpus} 个 {gpu} 也放不下：请缩短序列、降低精度或换用显存更大的 GPU",
     ),
     "planner.broken_rule": (
         "layout breaks rule {code}: {message}",
