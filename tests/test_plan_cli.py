@@ -148,10 +148,14 @@ def test_plan_writes_a_plan_file(capsys, tmp_path):
     assert plan.estimates.tokens_per_sec_per_gpu == pytest.approx(best["tokens_per_sec_per_gpu"], rel=1e-3)
 
 
-def test_plan_with_a_local_hf_config(capsys, tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
+def _tiny_hf_checkpoint(folder):
+    (folder / "config.json").write_text(json.dumps({
         "model_type": "new_arch", "_name_or_path": "acme/Tiny-1B", "num_hidden_layers": 16, "hidden_size": 2048,
         "intermediate_size": 8192, "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 64000}))
+
+
+def test_plan_with_a_local_hf_config(capsys, tmp_path):
+    _tiny_hf_checkpoint(tmp_path)
     code, out, err = run(capsys, "plan", "--hf-config", str(tmp_path), "--gpus", "8", "--gpu-type", "h100",
                          "--gbs", "64", "--seq-length", "4096", "--top", "1", "--format", "json")
     assert code == 0, err
@@ -160,9 +164,7 @@ def test_plan_with_a_local_hf_config(capsys, tmp_path):
 
 
 def test_plan_takes_a_checkpoint_directory_as_the_model(capsys, tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
-        "model_type": "new_arch", "_name_or_path": "acme/Tiny-1B", "num_hidden_layers": 16, "hidden_size": 2048,
-        "intermediate_size": 8192, "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 64000}))
+    _tiny_hf_checkpoint(tmp_path)
     code, out, err = run(capsys, "plan", "--model", str(tmp_path), "--gpus", "8", "--gpu-type", "h100",
                          "--gbs", "64", "--seq-length", "4096", "--top", "1", "--format", "json")
     assert code == 0, err
