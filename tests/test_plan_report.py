@@ -72,3 +72,21 @@ def test_plan_json_carries_the_ranking_terms(ranked):
     assert sum(terms.values()) == pytest.approx(
         utility(ranked[0].tokens_per_sec_per_gpu, frac, ranked[0].layout)
         - utility(ranked[0].tokens_per_sec_per_gpu, 0.0, None), abs=1e-3)
+
+
+def test_the_card_says_where_the_step_goes():
+    """The parts on the time line add up to the step time, grouped and with zero parts left out."""
+    import re
+
+    cands = search(load_arch("qwen3_30b_a3b"), get_hardware("h100"), 16, gbs=1024, seq_length=4096,
+                   precision="fp8cs", top=3).candidates
+    assert {c.layout.tp > 1 for c in cands} == {True, False}  # both kinds of card are checked
+    for c in cands:
+        line = report.time_line(c.step.breakdown, lang="en")
+        assert line.strip().startswith("where the step goes: compute ")
+        groups = [float(x) for x in re.findall(r"(?:^|; )[a-z -]+ (\d+\.\d+) s", line.split(": ", 1)[1])]
+        assert sum(groups) == pytest.approx(c.step_time_s, abs=0.05 + 0.01 * len(groups)), line
+        assert ("(TP " in line) == (c.layout.tp > 1)  # TP communication only where TP splits the layers
+        assert ("EP " in line) == (c.step.breakdown["ep_comm"] >= 0.005)
+    zh = report.time_line(cands[0].step.breakdown, lang="zh")
+    assert zh.strip().startswith("每步耗时构成：计算") and "；" in zh and "; " not in zh

@@ -149,6 +149,37 @@ def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") 
     return lines
 
 
+# How the step-time breakdown (throughput.StepEstimate.breakdown) is grouped on the card
+_TIME_GROUPS = (
+    ("compute", ("gemm", "attention", "moe", "elementwise")),
+    ("latency", ()),
+    ("comm", ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")),
+    ("pp_bubble", ()),
+    ("optimizer", ()),
+)
+_TIME_SHOWN = 0.005  # seconds; smaller parts are left off the line
+
+
+def time_line(breakdown: dict[str, float], lang: str | None = None) -> str:
+    """One line saying where the predicted step time goes: compute (by kind), host round trips,
+    exposed communication (by parallelism), pipeline bubble, optimizer; parts that round to zero
+    are left out. Tells a user what to attack (CUDA graphs for host time, a layout for comm)."""
+    parts = []
+    for group, keys in _TIME_GROUPS:
+        label = t(f"planner.time.{group}", lang=lang)
+        if not keys:
+            seconds = breakdown.get(group, 0.0)
+            if seconds >= _TIME_SHOWN:
+                parts.append(t("planner.time_single", lang=lang, label=label, seconds=seconds))
+            continue
+        items = [(key, breakdown.get(key, 0.0)) for key in keys if breakdown.get(key, 0.0) >= _TIME_SHOWN]
+        if items:
+            listed = t("planner.time_sep_items", lang=lang).join(t("planner.time_item", lang=lang, label=t(f"planner.time.{key}", lang=lang), seconds=v)
+                               for key, v in items)
+            parts.append(t("planner.time_group", lang=lang, label=label, seconds=sum(v for _, v in items), items=listed))
+    return t("planner.time_line", lang=lang, parts=t("planner.time_sep_parts", lang=lang).join(parts))
+
+
 def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None = None,
                    ranked: list[Candidate] | None = None) -> list[str]:
     """The card of the rank-th candidate; given the whole ranked list, it also says why it ranks
@@ -158,6 +189,7 @@ def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None =
                dp=L.dp, mbs=L.mbs, recompute=recompute_label(L), fsdp=" FSDP" if L.fsdp else "")]
     lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
                    step=c.step_time_s))
+    lines.append(time_line(c.step.breakdown))
     spend = budget(c, tokens, L.world or 1)
     if spend:
         lines.append(t("planner.budget", tokens=spend["tokens"], hours=spend["hours"], gpu_hours=spend["gpu_hours"]))
