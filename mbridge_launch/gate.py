@@ -193,6 +193,9 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
                 ledger.record_override(sub.record.id, "preflight", options.reason or "",
                                        {"errors": report.codes("error")})
                 print(t("warning.prefix", message=t("gate.forced", reason=options.reason)), file=out)
+            for check in report.find("plan.check_accepted"):  # estimates the plan accepts, with why
+                ledger.record_override(sub.record.id, "accepted", str(check.params["reason"]),
+                                       {"code": check.params["code"]})
             for change in changes:
                 ledger.record_override(sub.record.id, "convergence", change["reason"], change)
             _crash_point("ledger")

@@ -170,6 +170,14 @@ class AutoRollback(_Strict):
     max_rollbacks: int = 3
 
 
+class AcceptedCheck(_Strict):
+    """A preflight error the user accepts for this plan (only checks that rest on an estimate,
+    see preflight.acceptance.ACCEPTABLE); it then counts as a warning, with the reason shown."""
+
+    code: str = Field(description="preflight check code, e.g. plan.memory_oom")
+    reason: str = Field(min_length=1, description="why it is safe here (shown on every preflight and plan card)")
+
+
 class Plan(_Strict):
     schema_version: int = PLAN_SCHEMA_VERSION
     name: str = Field(description="run name; job name and checkpoint folder")
@@ -187,10 +195,14 @@ class Plan(_Strict):
     estimates: Estimates = Field(default_factory=Estimates)
     warnings: list[PlanWarning] = Field(default_factory=list)
     auto_rollback: AutoRollback = Field(default_factory=AutoRollback)
+    accepted_checks: list[AcceptedCheck] = Field(default_factory=list)
 
     # ------------------------------------------------------------------ identity
     def canonical_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        data = self.model_dump(mode="json", by_alias=True)
+        if not data.get("accepted_checks"):
+            data.pop("accepted_checks", None)  # plans without acceptances keep the hash they always had
+        return data
 
     def plan_hash(self) -> str:
         """sha256 of the canonical JSON, first 16 hex digits. tool_version is excluded so that

@@ -551,3 +551,30 @@ def test_auto_resubmit_carries_a_forced_preflight_over_and_records_the_change(pa
     with pytest.raises(CheckFailed) as err:
         auto_resubmit(ledger, child, 30, Trigger("nan", 35, float("nan")))
     assert "does not cover: plan.memory_oom" in err.value.render("en") and len(scheduler.submitted) == 1
+
+
+def test_an_accepted_estimate_passes_the_gate_and_is_recorded(tmp_path, monkeypatch):
+    """A plan that accepts the memory estimate goes through the gate without --force; the ledger
+    keeps the acceptance and its reason next to the run."""
+    import io
+
+    from mbridge_launch.gate import submit_gated
+    from mbridge_launch.preflight.acceptance import apply_acceptances
+    from mbridge_launch.preflight.model import Check, Report
+    from plan_fixtures import edit
+
+    plan = edit(single_node_h100(), accepted_checks=[{"code": "plan.memory_oom", "reason": "ran before as job 4711"}])
+
+    def preflight(p, **kw):  # the real acceptance step over a faked memory error
+        return Report(apply_acceptances([Check("plan.memory_oom", "error", text="OOM (fake)")], p.accepted_checks))
+
+    scheduler = FakeScheduler()
+    monkeypatch.setattr("mbridge_launch.launch.submit_plan", scheduler)
+    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight)
+    with L.Ledger.open(tmp_path / "ledger.sqlite3") as ledger:
+        result = submit_gated(plan, GateOptions(yes=True, workdir=tmp_path, ledger=ledger, out=io.StringIO(),
+                                                watcher=False))
+        [override] = ledger.overrides(result.run_id)
+    assert result.job_ids == ["501"] and len(scheduler.submitted) == 1
+    assert (override["kind"], override["reason"], override["detail"]) == ("accepted", "ran before as job 4711",
+                                                                           {"code": "plan.memory_oom"})

@@ -51,6 +51,39 @@ def test_plan_that_cannot_fit_memory(plan, tmp_path):
     assert "80 GB" in check["message"] and "planner.memory" in check["message"] and check["hint"]
 
 
+def _oom(plan):
+    return edit(plan, **{"parallelism.seq_length": 131072, "parallelism.mbs": 4, "parallelism.gbs": 64})
+
+
+def test_a_plan_can_accept_an_estimate_it_knows_better_than(plan, tmp_path):
+    """accepted_checks turns the memory estimate's error into a warning that says why; the run
+    passes preflight (and so the gate) without --force, and the reason shows on every report."""
+    accepted = edit(_oom(plan), accepted_checks=[{"code": "plan.memory_oom", "reason": "ran at this layout in job 4711"}])
+    rc, report = preflight_json(write(accepted, tmp_path), "--no-cluster")
+    assert rc == 0 and report["ok"], codes(report, "error")
+    assert "plan.memory_oom" in codes(report, "warning")
+    note = next(c for c in report["checks"] if c["code"] == "plan.check_accepted")
+    assert note["severity"] == "warning" and "ran at this layout in job 4711" in note["message"]
+    assert "accepted_checks" in accepted.canonical_dict() and accepted.plan_hash() != _oom(plan).plan_hash()
+
+
+def test_only_estimates_can_be_accepted_and_stale_acceptances_are_named(plan, tmp_path):
+    wrong = edit(plan, accepted_checks=[{"code": "env.secret_leaked", "reason": "trust me"},
+                                        {"code": "plan.memory_oom", "reason": "was tight once"}])
+    rc, report = preflight_json(write(wrong, tmp_path), "--no-cluster")
+    assert rc == 1 and codes(report, "error") == ["plan.accept_not_allowed"]
+    refused = next(c for c in report["checks"] if c["code"] == "plan.accept_not_allowed")
+    assert "env.secret_leaked" in refused["message"] and "plan.memory_oom" in refused["message"] and refused["hint"]
+    unused = next(c for c in report["checks"] if c["code"] == "plan.accept_unused")
+    assert unused["severity"] == "info" and "plan.memory_oom" in unused["message"]
+
+
+def test_plans_without_acceptances_keep_their_hash(plan):
+    assert "accepted_checks" not in plan.canonical_dict() and "accepted_checks" not in plan.to_yaml()
+    with pytest.raises(Exception):  # a reason is required
+        edit(plan, accepted_checks=[{"code": "plan.memory_oom", "reason": ""}])
+
+
 def test_memory_falls_back_to_the_plans_estimate(plan):
     unknown = edit(plan, **{"recipe.model": "not_a_model", "estimates.memory_gb_per_gpu": 90.0, "estimates.hbm_gb": 80.0})
     found = {c.code: c for c in plan_checks(unknown)}

@@ -60,13 +60,29 @@ MESSAGES = {
         "change the layout to one of the valid values, or run `mbridge-launch plan` to search a valid layout",
         "将并行布局改为有效取值之一，或运行 `mbridge-launch plan` 搜索有效布局",
     ),
+    "preflight.plan.check_accepted": (
+        "{code} is accepted by this plan (accepted_checks): {reason}",
+        "本计划接受了 {code}（accepted_checks）：{reason}",
+    ),
+    "preflight.plan.accept_not_allowed": (
+        "accepted_checks names {code}, which cannot be accepted: only checks that rest on an estimate can ({allowed})",
+        "accepted_checks 中的 {code} 不能被接受：只有基于估算的检查可以被接受（{allowed}）",
+    ),
+    "preflight.plan.accept_not_allowed.hint": (
+        "remove it from accepted_checks and fix what the check reports",
+        "请将其从 accepted_checks 中删除，并修复该检查报告的问题",
+    ),
+    "preflight.plan.accept_unused": (
+        "accepted_checks names {code}, but that check no longer fails: the acceptance can go",
+        "accepted_checks 中的 {code} 已不再失败：可以删除这条接受",
+    ),
     "preflight.plan.memory_oom": (
         "estimated memory {total} GB per GPU exceeds the usable {usable} GB of {hbm} GB HBM on {gpu} (source: {source}): out of memory (OOM) expected",
         "估算每 GPU 显存 {total} GB 超过 {gpu} 上 {hbm} GB HBM 中可用的 {usable} GB（来源：{source}）：预计显存溢出（OOM）",
     ),
     "preflight.plan.memory_oom.hint": (
-        "raise TP/PP/CP, turn on selective or full activation recomputation, lower the micro batch size, or use more GPUs (`mbridge-launch plan` finds a layout that fits)",
-        "增大 TP/PP/CP、开启选择性或完全激活重计算、减小微批大小，或使用更多 GPU（`mbridge-launch plan` 可找到能放下的布局）",
+        "raise TP/PP/CP, turn on selective or full activation recomputation, lower the micro batch size, or use more GPUs (`mbridge-launch plan` finds a layout that fits); if this layout is known to run, accept the estimate in the plan: an accepted_checks entry with code plan.memory_oom and the reason",
+        "增大 TP/PP/CP、开启选择性或完全激活重计算、减小微批大小，或使用更多 GPU（`mbridge-launch plan` 可找到能放下的布局）；若已知该布局可以运行，可在计划中接受此估算：在 accepted_checks 中加入 code 为 plan.memory_oom 的一项并写明 reason",
     ),
     "preflight.plan.memory_ok": (
         "memory estimate {total} GB per GPU fits the usable {usable} GB of {hbm} GB HBM on {gpu} (source: {source})",
@@ -357,8 +373,8 @@ MESSAGES = {
         "{path} 剩余 {free_gb} GB；{count} 个检查点需要 {need_gb} GB（每个 {ckpt_gb} GB：权重 + 优化器状态）",
     ),
     "preflight.path.save_space.hint": (
-        "free space, choose another file system, or keep fewer checkpoints (checkpoint.most_recent_k)",
-        "清理空间、换用其他文件系统，或减少保留的检查点数（checkpoint.most_recent_k）",
+        "free space, choose another file system, or keep fewer checkpoints (checkpoint.most_recent_k); if old checkpoints are pruned elsewhere, accept it in the plan: an accepted_checks entry with code path.save_space and the reason",
+        "清理空间、换用其他文件系统，或减少保留的检查点数（checkpoint.most_recent_k）；若旧检查点会在别处清理，可在计划中接受：在 accepted_checks 中加入 code 为 path.save_space 的一项并写明 reason",
     ),
     "preflight.path.save_space_ok": (
         "{path} has {free_gb} GB free for {count} checkpoints of {ckpt_gb} GB",

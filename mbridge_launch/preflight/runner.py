@@ -60,11 +60,6 @@ def run_preflight(
     plan_text: the Plan file as written, scanned for secret values along with the Plan.
     progress_stream: where a progress bar may draw (only if it is a terminal).
     client: a SlurmClient (tests pass one to count queries)."""
-    from mbridge_launch.preflight.data_checks import run_data_checks
-    from mbridge_launch.preflight.env_checks import run_env_checks
-    from mbridge_launch.preflight.path_checks import run_path_checks
-    from mbridge_launch.preflight.plan_checks import run_plan_checks
-
     if not isinstance(plan, Plan):
         from mbridge_launch.plan import load_plan
 
@@ -74,6 +69,20 @@ def run_preflight(
             plan_text = path.read_text(encoding="utf-8")
     environment = dict(os.environ if env is None else env)
     ctx = PreflightContext(plan=plan, env=environment, plan_text=plan_text, cache_dir=cache_dir(environment), progress_stream=progress_stream)
+    report = _run_groups(ctx, cluster, on_nodes, environment, client, node_timeout_s)
+    from mbridge_launch.preflight.acceptance import apply_acceptances
+
+    report.checks = apply_acceptances(report.checks, plan.accepted_checks)
+    return report
+
+
+def _run_groups(ctx: PreflightContext, cluster: bool, on_nodes: bool, environment: dict, client: Any,
+                node_timeout_s: float | None) -> Report:
+    from mbridge_launch.preflight.data_checks import run_data_checks
+    from mbridge_launch.preflight.env_checks import run_env_checks
+    from mbridge_launch.preflight.path_checks import run_path_checks
+    from mbridge_launch.preflight.plan_checks import run_plan_checks
+
     report = Report()
     report.add(_guard("plan", lambda: run_plan_checks(ctx)))
     report.add(_guard("data", lambda: run_data_checks(ctx)))
