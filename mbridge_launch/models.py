@@ -387,9 +387,15 @@ def resolve_model(text: str) -> str:
 
 
 def local_model_path(text: str | None) -> bool:
-    """True when what the user gave as the model is a checkpoint directory or config.json on
-    disk: plan and estimate then read the architecture from it, as --hf-config would."""
-    return bool(text) and _is_local_path(str(text).strip())
+    """True when what the user gave as the model is a config.json on disk, or a checkpoint
+    directory holding one: plan and estimate then read the architecture from it, as --hf-config
+    would (a folder named like an HF id without a config.json still resolves as the id)."""
+    from pathlib import Path
+
+    if not text or not _is_local_path(str(text).strip()):
+        return False
+    path = Path(str(text).strip()).expanduser()
+    return path.is_file() or (path / "config.json").is_file()
 
 
 def _is_local_path(text: str) -> bool:

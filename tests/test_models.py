@@ -103,6 +103,8 @@ def test_a_local_path_given_as_the_model_is_named_as_such(tmp_path):
         resolve_model(str(tmp_path / "missing"))  # looks like a path, nothing there
     assert err.value.key == "models.hf_config_missing"
     assert models.local_model_path(str(tmp_path)) and not models.local_model_path("llama3_8b")
+    (tmp_path / "weights-only").mkdir()
+    assert not models.local_model_path(str(tmp_path / "weights-only"))  # no config.json: not a model source
 
 
 def test_recipe_only_tokens_resolve(monkeypatch):

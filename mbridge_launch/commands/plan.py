@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-# doublings tried when nothing fits: 64x covers every published setup from one node
+# doublings tried when nothing fits: 64x takes one 8-GPU node to 512 GPUs
 _GROWTH_STEPS = 6
 
 
@@ -108,4 +108,3 @@ def _smallest_fit_hint(got, gpus: int, gbs: int, seq: int, options, rejected: di
         if found.candidates:
             return t("planner.fits_at", gpus=count, gpu=hw.label)
     return t("planner.fits_nowhere", gpus=count, gpu=hw.label)
-

@@ -174,9 +174,10 @@ def time_line(breakdown: dict[str, float], lang: str | None = None) -> str:
             continue
         items = [(key, breakdown.get(key, 0.0)) for key in keys if breakdown.get(key, 0.0) >= _TIME_SHOWN]
         if items:
-            listed = t("planner.time_sep_items", lang=lang).join(t("planner.time_item", lang=lang, label=t(f"planner.time.{key}", lang=lang), seconds=v)
-                               for key, v in items)
-            parts.append(t("planner.time_group", lang=lang, label=label, seconds=sum(v for _, v in items), items=listed))
+            named = [t("planner.time_item", lang=lang, label=t(f"planner.time.{key}", lang=lang), seconds=v)
+                     for key, v in items]
+            parts.append(t("planner.time_group", lang=lang, label=label, seconds=sum(v for _, v in items),
+                           items=t("planner.time_sep_items", lang=lang).join(named)))
     return t("planner.time_line", lang=lang, parts=t("planner.time_sep_parts", lang=lang).join(parts))
 
 
