@@ -33,10 +33,18 @@ class UserError(Exception):
     def render(self, lang: str | None = None) -> str:
         from mbridge_launch.i18n import t
 
-        return t(self.key, lang=lang, **self.params)
+        return t(self.key, lang=lang, **{k: printable_value(v) for k, v in self.params.items()})
 
     def __str__(self) -> str:  # English text, for logs and exceptions that escape to Python callers
         return self.render("en")
+
+
+def printable_value(value: object) -> object:
+    """A value echoed back to the terminal, with control characters (an ESC that would recolour
+    or move the cursor, a NUL) written as escapes; line breaks and tabs stay."""
+    if not isinstance(value, str) or value.isprintable():
+        return value
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else ascii(ch)[1:-1] for ch in value)
 
 
 class NoLayoutError(UserError):

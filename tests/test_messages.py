@@ -34,3 +34,13 @@ def test_every_message_has_both_languages_with_the_same_placeholders():
 def test_lookup_follows_language():
     assert t("error.prefix", lang="en", message="x") == "error: x"
     assert t("error.prefix", lang="zh", message="x") == "错误：x"
+
+
+def test_echoed_values_cannot_drive_the_terminal():
+    """A user-given value with an escape sequence (or a NUL) comes back escaped, not executed by
+    the terminal; CJK text, line breaks and tabs are kept."""
+    from mbridge_launch.errors import UserError
+
+    text = UserError("models.unknown", model="x\x1b[31my\x00", closest="llama3_8b").render("en")
+    assert "\x1b" not in text and "\x00" not in text and "x\\x1b[31my\\x00" in text
+    assert UserError("models.unknown", model="模型\n\tb", closest="-").render("zh").startswith("未知模型 '模型\n\tb'")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
-from mbridge_launch.errors import EXIT_CHECK_FAILED, EXIT_OK
+from mbridge_launch.errors import EXIT_CHECK_FAILED, EXIT_OK, printable_value
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
@@ -39,7 +39,8 @@ class Check:
 
         if self.text is not None:
             return self.text
-        return t(self.key or f"preflight.{self.code}", lang=lang, **dict(self.params))
+        params = {k: printable_value(v) for k, v in self.params.items()}  # paths from the Plan are echoed
+        return t(self.key or f"preflight.{self.code}", lang=lang, **params)
 
     def hint(self, lang: str | None = None) -> str:
         from mbridge_launch.i18n import catalog, t
