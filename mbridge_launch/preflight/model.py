@@ -50,7 +50,7 @@ class Check:
         key = self.hint_key or f"preflight.{self.code}.hint"
         if key not in catalog():
             return ""
-        return t(key, lang=lang, **dict(self.params))
+        return t(key, lang=lang, **{k: printable_value(v) for k, v in self.params.items()})
 
     def to_dict(self, lang: str | None = None) -> dict[str, Any]:
         return {
