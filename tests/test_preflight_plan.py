@@ -161,6 +161,20 @@ def test_override_declared_execution_that_changes_convergence(plan):
     assert "plan.convergence_override" in found  # listed under its real class
 
 
+@pytest.mark.parametrize("key,value,bad", [
+    ("model.recompute_num_layers", "2.5", True), ("model.recompute_num_layers", "0", True),
+    ("model.recompute_num_layers", "4", False), ("model.num_layers_in_last_pipeline_stage", "four", True),
+    ("model.num_layers_in_first_pipeline_stage", "0", False), ("model.num_layers_in_last_pipeline_stage", "null", False),
+])
+def test_layer_counts_must_be_whole_numbers(plan, key, value, bad):
+    """Megatron stops at start-up on recompute_num_layers=2.5: preflight says so before the queue."""
+    given = edit(plan, overrides=[override(key, value, "execution").model_dump(by_alias=True)])
+    found = [c for c in plan_checks(given) if c.code == "plan.override_not_integer"]
+    assert bool(found) == bad
+    if bad:
+        assert found[0].severity == "error" and f"{key}={value}" in found[0].message("en") and found[0].hint("en")
+
+
 def test_benchmark_shortcut_in_real_training(plan):
     forced = edit(plan, overrides=[override("model.moe_router_force_load_balancing", "true", "benchmark_only").model_dump(by_alias=True)])
     assert "plan.benchmark_override" in problems(forced)

@@ -167,6 +167,14 @@ MESSAGES = {
         "remove it for real training: results with it are not convergence evidence",
         "实际训练请删除该项：使用它得到的结果不能作为收敛依据",
     ),
+    "preflight.plan.override_not_integer": (
+        "override {setting}={value} is not a whole number of layers (at least {least}); Megatron would stop at start-up",
+        "覆盖项 {setting}={value} 不是整数层数（至少为 {least}）；Megatron 会在启动时报错",
+    ),
+    "preflight.plan.override_not_integer.hint": (
+        "write a whole number, e.g. {setting}=4, or null to keep the recipe's value",
+        "请写整数，例如 {setting}=4，或写 null 保留配方的取值",
+    ),
     "preflight.plan.override_misclassified": (
         "override {setting}={value} is declared {declared} but changing {setting} is a {actual} change",
         "覆盖项 {setting}={value} 被标为 {declared}，但修改 {setting} 属于 {actual} 类修改",

@@ -26,6 +26,7 @@ def run_plan_checks(ctx: PreflightContext) -> list[Check]:
     checks += check_catalog(ctx)
     checks += check_recipe_and_data(ctx)
     checks += check_change_control(ctx)
+    checks += check_integer_settings(ctx)
     checks += check_container_profile(ctx)
     checks += check_renders(ctx)
     return checks
@@ -72,6 +73,29 @@ def check_grid_vs_cluster(ctx: PreflightContext) -> list[Check]:
     return checks
 
 
+# Layer counts Megatron reads as integers: a value such as 2.5 or "four" fails at start-up,
+# after the job waited in the queue (null leaves the recipe's choice)
+_INTEGER_SETTINGS = {
+    "model.recompute_num_layers": 1,
+    "model.num_layers_in_first_pipeline_stage": 0,
+    "model.num_layers_in_last_pipeline_stage": 0,
+}
+_NULLS = ("null", "none", "~", "")
+
+
+def check_integer_settings(ctx: PreflightContext) -> list[Check]:
+    checks = []
+    for key, least in _INTEGER_SETTINGS.items():
+        value = ctx.override(key)
+        if value is None or str(value).strip().lower() in _NULLS:
+            continue
+        text = str(value).strip()
+        if not (text.isdigit() and int(text) >= least):
+            checks.append(Check("plan.override_not_integer", "error", {"setting": key, "value": value, "least": least},
+                                subject=key))
+    return checks
+
+
 def _block_recompute_layers(ctx: PreflightContext) -> int | None:
     """N when full recompute covers only N layers per pipeline chunk (recompute_method=block, from
     the overrides or the recipe): the other layers keep their activations, which costs memory."""
@@ -83,7 +107,7 @@ def _block_recompute_layers(ctx: PreflightContext) -> int | None:
     try:
         return recompute_layers(recipe.value, {**ctx.overrides(), "model.recompute_granularity": "full"})
     except UserError:
-        return None  # not a positive integer: read as every layer (the lighter memory case)
+        return None  # not a positive integer: check_integer_settings reports it
 
 
 def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
