@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from mbridge_launch.errors import UserError
+from mbridge_launch.overrides import whole_number
 from mbridge_launch.ledger_records import (  # noqa: F401 - re-exported: the ledger API
     ACTIVE_STATES, ALL_STATES, CANCELLED, COMPLETED, FAILED, FINAL_STATES, LOST, PENDING, RUNNING, SUBMIT_FAILED,
     SUBMITTED, SUBMITTING, TIMEOUT, RollbackRecord, RunRecord, run_from_row,
@@ -252,8 +253,9 @@ class Ledger:
         """A run by id (`12` or `#12`) or by name (the newest run with that name)."""
         text = str(ref).strip()
         row = None
-        if text.lstrip("#").isdigit():
-            row = self.conn.execute("SELECT * FROM runs WHERE id=?", (int(text.lstrip("#")),)).fetchone()
+        run_id = whole_number(text.lstrip("#"))
+        if run_id is not None and run_id < 2**63:  # SQLite's largest integer
+            row = self.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
             row = self.conn.execute("SELECT * FROM runs WHERE name=? ORDER BY id DESC LIMIT 1", (text,)).fetchone()
         if row is None:

@@ -25,6 +25,13 @@ def is_true(value: object) -> bool:
     return value is True or str(value or "").strip().lower() in TRUE_WORDS
 
 
+def whole_number(value: object) -> int | None:
+    """The value as a non-negative integer when it is written as one in ASCII digits, else None.
+    (str.isdigit also accepts '²', on which int() fails; Megatron reads only ASCII digits.)"""
+    text = str(value if value is not None else "").strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 _KEY = re.compile(r"^[+~]?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 

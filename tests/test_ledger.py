@@ -537,3 +537,12 @@ def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shar
     assert slurm_cluster.wait(job, timeout=120) == "COMPLETED"
     status = json.loads(cli("status", name, "--ledger", str(db), "--format", "json").stdout)
     assert status["state"] == "completed" and any(e["kind"] == "reconcile" for e in status["events"])
+
+
+@pytest.mark.parametrize("ref", ["²", "#99999999999999999999", "#٣"])
+def test_odd_run_references_are_not_found_not_internal_errors(ledger, ref):
+    # '²' passes str.isdigit but not int(); 20 digits overflow SQLite's integer
+    _begin(ledger)
+    with pytest.raises(UserError) as err:
+        ledger.get_run(ref)
+    assert err.value.key == "ledger.run_not_found"

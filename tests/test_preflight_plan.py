@@ -165,6 +165,7 @@ def test_override_declared_execution_that_changes_convergence(plan):
     ("model.recompute_num_layers", "2.5", True), ("model.recompute_num_layers", "0", True),
     ("model.recompute_num_layers", "4", False), ("model.num_layers_in_last_pipeline_stage", "four", True),
     ("model.num_layers_in_first_pipeline_stage", "0", False), ("model.num_layers_in_last_pipeline_stage", "null", False),
+    ("model.recompute_num_layers", "²", True),  # str.isdigit says yes, int() would fail
 ])
 def test_layer_counts_must_be_whole_numbers(plan, key, value, bad):
     """Megatron stops at start-up on recompute_num_layers=2.5: preflight says so before the queue."""

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from mbridge_launch.overrides import is_on
+from mbridge_launch.overrides import is_on, whole_number
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
 from mbridge_launch.preflight.storage import detail_text, existing_ancestor, free_bytes, storage_kind, writable
@@ -150,7 +150,7 @@ def _resume(ctx: PreflightContext, save: Path) -> list[Check]:
     try:
         from mbridge_launch.checkpoints import iter_dirs, resolve_resume
 
-        resolution = resolve_resume(save, load=ctx.resolve_path(load) if load else None, ckpt_step=int(step) if step and step.isdigit() else None)
+        resolution = resolve_resume(save, load=ctx.resolve_path(load) if load else None, ckpt_step=whole_number(step))
         has_iters = bool(iter_dirs(save))
     except ModuleNotFoundError:
         return _resume_fallback(save)

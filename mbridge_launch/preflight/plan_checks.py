@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from mbridge_launch.errors import UserError
-from mbridge_launch.overrides import is_true
+from mbridge_launch.overrides import is_true, whole_number
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
 
@@ -89,8 +89,8 @@ def check_integer_settings(ctx: PreflightContext) -> list[Check]:
         value = ctx.override(key)
         if value is None or str(value).strip().lower() in _NULLS:
             continue
-        text = str(value).strip()
-        if not (text.isdigit() and int(text) >= least):
+        number = whole_number(value)
+        if number is None or number < least:
             checks.append(Check("plan.override_not_integer", "error", {"setting": key, "value": value, "least": least},
                                 subject=key))
     return checks
@@ -115,8 +115,8 @@ def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
     p, c = ctx.plan.parallelism, ctx.plan.cluster
     from mbridge_launch.preflight.path_checks import uses_packing
 
-    first = ctx.override("model.num_layers_in_first_pipeline_stage")
-    last = ctx.override("model.num_layers_in_last_pipeline_stage")
+    first = whole_number(ctx.override("model.num_layers_in_first_pipeline_stage"))
+    last = whole_number(ctx.override("model.num_layers_in_last_pipeline_stage"))
     offload = is_true(ctx.override("model.cpu_offloading"))
     values = {
         "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "sp": p.sp,
@@ -125,9 +125,9 @@ def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
         "recompute_layers": _block_recompute_layers(ctx) if p.recompute == "full" else None,
         "packing": uses_packing(ctx), "cpu_offload": offload, "gpus_per_node": c.gpus_per_node,
         "distributed_optimizer": p.distributed_optimizer,
-        "uneven_pp": first is not None or last is not None,
-        "first_stage_layers": int(first) if first and first.isdigit() else None,
-        "last_stage_layers": int(last) if last and last.isdigit() else None,
+        "uneven_pp": first is not None or last is not None,  # null (or not a number: reported) is the even split
+        "first_stage_layers": first,
+        "last_stage_layers": last,
     }
     fields = getattr(layout_cls, "__dataclass_fields__", None)
     if fields is not None:
