@@ -371,7 +371,7 @@ def resolve_model(text: str) -> str:
             return index[key]
     if _is_local_path(query):
         raise UserError("models.local_path", path=query)
-    if query.startswith(("/", "./", "../", "~")) or query.endswith(".json"):
+    if _written_as_path(query):
         raise UserError("models.hf_config_missing", path=query)  # meant a path, and nothing is there
     tokens = sorted({*cat, *(tok for tok, _ in recipe_pairs)})
     by_key = {_norm(tok): tok for tok in tokens}
@@ -398,12 +398,17 @@ def local_model_path(text: str | None) -> bool:
     return path.is_file() or (path / "config.json").is_file()
 
 
+def _written_as_path(text: str) -> bool:
+    """Unmistakably a path (absolute, relative with ./ or ../, home-relative, a .json file)."""
+    return text.startswith(("/", "./", "../", "~")) or text.endswith(".json")
+
+
 def _is_local_path(text: str) -> bool:
     """A path to something on disk (a checkpoint directory or a config.json), not a model name."""
     from pathlib import Path
 
-    if "/" not in text and not text.endswith(".json") and not text.startswith("~"):
-        return False  # an HF id such as org/name has a slash too, but rarely exists on disk
+    if "/" not in text and not _written_as_path(text):
+        return False  # a bare name; an HF id such as org/name has a slash but rarely exists on disk
     try:
         return Path(text).expanduser().exists()
     except OSError:

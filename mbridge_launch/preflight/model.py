@@ -39,8 +39,7 @@ class Check:
 
         if self.text is not None:
             return self.text
-        params = {k: printable_value(v) for k, v in self.params.items()}  # paths from the Plan are echoed
-        return t(self.key or f"preflight.{self.code}", lang=lang, **params)
+        return t(self.key or f"preflight.{self.code}", lang=lang, **self._shown_params())
 
     def hint(self, lang: str | None = None) -> str:
         from mbridge_launch.i18n import catalog, t
@@ -50,7 +49,11 @@ class Check:
         key = self.hint_key or f"preflight.{self.code}.hint"
         if key not in catalog():
             return ""
-        return t(key, lang=lang, **{k: printable_value(v) for k, v in self.params.items()})
+        return t(key, lang=lang, **self._shown_params())
+
+    def _shown_params(self) -> dict[str, Any]:
+        """The parameters as echoed to the terminal (paths and values from the Plan, escaped)."""
+        return {k: printable_value(v) for k, v in self.params.items()}
 
     def to_dict(self, lang: str | None = None) -> dict[str, Any]:
         return {
