@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mbridge_launch.plan import CatalogRef, Cluster, DatasetSpec, Parallelism, Plan, RecipeRef
+from mbridge_launch.plan.model import CatalogRef, Cluster, DatasetSpec, Parallelism, Plan, RecipeRef
 from mbridge_launch.preflight import run_preflight
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.data_checks import run_data_checks

@@ -51,8 +51,8 @@ def run_cli(args: list[str], repeats: int) -> list[float]:
 
 
 def scaling() -> list[tuple[int, int, float, int, int]]:
-    from mbridge_launch.hardware import get_hardware
-    from mbridge_launch.models import load_arch
+    from mbridge_launch.knowledge.hardware import get_hardware
+    from mbridge_launch.knowledge.models import load_arch
     from mbridge_launch.planner.search import search
 
     arch, hw = load_arch("deepseek_v3"), get_hardware("gb200")

@@ -21,7 +21,7 @@ def executor_names() -> list[str]:
 
 
 def get_executor(name: str, **options: object) -> "Executor":
-    from mbridge_launch.errors import UserError
+    from mbridge_launch.base.errors import UserError
 
     module_name = REGISTRY.get(name)
     if module_name is None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from mbridge_launch.plan import Plan
+from mbridge_launch.plan.model import Plan
 
 
 @dataclass

@@ -3,7 +3,7 @@ forwards (by name) and sets (NVIDIA performance values), the Slurm segment, log 
 the refusal of values that no quoting can make safe.
 
 Executors read a Plan and nothing else: nothing here chooses a training setting. The trainer
-arguments come from mbridge_launch.trainer_args, shared with `recommend`, so the command a user
+arguments come from mbridge_launch.plan.trainer_args, shared with `recommend`, so the command a user
 is shown is the command that runs.
 """
 
@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 from typing import Iterable, Optional
 
-from mbridge_launch.errors import UserError
-from mbridge_launch.plan import Plan
-from mbridge_launch.quoting import ShellExpr, ShellValue, is_env_name, sh
-from mbridge_launch.trainer_args import trainer_args
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.plan.model import Plan
+from mbridge_launch.base.quoting import ShellExpr, ShellValue, is_env_name, sh
+from mbridge_launch.plan.trainer_args import trainer_args
 
 # Control characters (newline included) cannot sit inside a #SBATCH line or a Slurm file name.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -184,7 +184,7 @@ def segment(plan: Plan) -> Optional[int]:
         return c.segment
     if c.gpus_per_node != NVL72_GPUS_PER_NODE:
         return None
-    from mbridge_launch.perf_env import nvl72_segment
+    from mbridge_launch.knowledge.perf_env import nvl72_segment
 
     return nvl72_segment(c.nodes)
 
@@ -238,7 +238,7 @@ def sh_concat(parts: Iterable[ShellValue]) -> str:
 def sh_message(key: str, **expansions: ShellExpr) -> str:
     """A translated message as one shell word in which the named placeholders are deliberate
     expansions ("${SLURM_JOB_ID}") and all the translated text is quoted by sh()."""
-    from mbridge_launch.i18n import t
+    from mbridge_launch.base.i18n import t
 
     marks = {name: f"\x00{name}\x00" for name in expansions}
     text = "mbridge-launch: " + t(key, **marks)

@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from mbridge_launch.errors import SubmissionError, UserError
+from mbridge_launch.base.errors import SubmissionError, UserError
 from mbridge_launch.executors import common, node_check, slurm_cli
 from mbridge_launch.executors.base import Rendered, Submitted
-from mbridge_launch.plan import Plan
-from mbridge_launch.quoting import is_safe_name, sh
+from mbridge_launch.plan.model import Plan
+from mbridge_launch.base.quoting import is_safe_name, sh
 
 NAME = "nemo-run"
 TASK_NAME = "train"

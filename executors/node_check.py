@@ -9,9 +9,9 @@ text, so nothing a Plan holds is ever parsed by the shell.
 
 from __future__ import annotations
 
-from mbridge_launch.i18n import t
-from mbridge_launch.plan import Plan
-from mbridge_launch.quoting import ShellExpr, ShellValue, sh, sh_join
+from mbridge_launch.base.i18n import t
+from mbridge_launch.plan.model import Plan
+from mbridge_launch.base.quoting import ShellExpr, ShellValue, sh, sh_join
 
 # Arguments: EXPECTED_COUNT EXPECTED_TYPE OK_TEMPLATE MISMATCH_TEMPLATE UNKNOWN_TYPE_TEMPLATE.
 # Templates use {node} {expected_count} {expected_type} {found_count} {found_type} {source}.

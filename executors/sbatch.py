@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mbridge_launch import __version__
-from mbridge_launch.atomic import atomic_write_text
+from mbridge_launch.base.atomic import atomic_write_text
 from mbridge_launch.executors import common, node_check, slurm_cli
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.executors.templating import render_template
-from mbridge_launch.plan import Plan
-from mbridge_launch.quoting import ShellExpr, ShellValue, sh_join
+from mbridge_launch.plan.model import Plan
+from mbridge_launch.base.quoting import ShellExpr, ShellValue, sh_join
 
 NAME = "sbatch"
 

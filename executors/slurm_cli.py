@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
 
-from mbridge_launch.errors import SubmissionError, UserError
+from mbridge_launch.base.errors import SubmissionError, UserError
 
 DEFAULT_TIMEOUT_S = 60
 _JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")  # sbatch --parsable prints "ID" or "ID;CLUSTER"

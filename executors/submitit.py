@@ -20,12 +20,12 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional
 
-from mbridge_launch.errors import UserError
+from mbridge_launch.base.errors import UserError
 from mbridge_launch.executors import common, node_check, slurm_cli
 from mbridge_launch.executors.base import Rendered, Submitted
-from mbridge_launch.plan import Plan
+from mbridge_launch.plan.model import Plan
 from mbridge_launch import __version__
-from mbridge_launch.quoting import sh, sh_join
+from mbridge_launch.base.quoting import sh, sh_join
 
 NAME = "submitit"
 

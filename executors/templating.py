@@ -1,5 +1,5 @@
 """Jinja2 rendering of the sbatch templates: StrictUndefined (a missing value is an error, not an
-empty string) and one filter per quoting need, all backed by mbridge_launch.quoting.sh."""
+empty string) and one filter per quoting need, all backed by mbridge_launch.base.quoting.sh."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 def _environment() -> Any:
     import jinja2
 
-    from mbridge_launch.quoting import sh, sh_join
-    from mbridge_launch.resources import sbatch_templates_dir
+    from mbridge_launch.base.quoting import sh, sh_join
+    from mbridge_launch.base.resources import sbatch_templates_dir
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(sbatch_templates_dir())),

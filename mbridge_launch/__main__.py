@@ -1,5 +1,5 @@
 import sys
 
-from mbridge_launch.cli import main
+from mbridge_launch.cli.main import main
 
 sys.exit(main())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from mbridge_launch.cli import main
+from mbridge_launch.cli.main import main
 
 
 def recommend_answer(capsys, *args: str) -> dict:

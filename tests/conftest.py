@@ -138,7 +138,7 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture
 def english():
     """Messages in English for in-process checks of message text, whatever the locale."""
-    from mbridge_launch import i18n
+    from mbridge_launch.base import i18n
 
     i18n.set_lang("en")
     yield

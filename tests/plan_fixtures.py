@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mbridge_launch.plan import (
+from mbridge_launch.plan.model import (
     CatalogRef,
     CheckpointPaths,
     Cluster,

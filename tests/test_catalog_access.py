@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mbridge_launch import catalog as catalog_module
-from mbridge_launch.catalog import available_versions, load_catalog, parse_catalog_text
-from mbridge_launch.cli import main
-from mbridge_launch.datasets import allowed_modes, check_dataset_mode, get_dataset, load_datasets, selectors_for
-from mbridge_launch.errors import UserError
+from mbridge_launch.knowledge import catalog as catalog_module
+from mbridge_launch.knowledge.catalog import available_versions, load_catalog, parse_catalog_text
+from mbridge_launch.cli.main import main
+from mbridge_launch.knowledge.datasets import allowed_modes, check_dataset_mode, get_dataset, load_datasets, selectors_for
+from mbridge_launch.base.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "catalog" / "megatron-bridge-0.6.2.yaml"

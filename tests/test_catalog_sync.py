@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mbridge_launch.catalog import load_catalog, parse_catalog_text
+from mbridge_launch.knowledge.catalog import load_catalog, parse_catalog_text
 from mbridge_launch.catalog_sync import build_catalog, render_catalog, sync
 from mbridge_launch.catalog_sync.names import parse_recipe_name
 from mbridge_launch.catalog_sync.writer import dump_catalog
-from mbridge_launch.cli import main
-from mbridge_launch.errors import UserError
+from mbridge_launch.cli.main import main
+from mbridge_launch.base.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "catalog" / "megatron-bridge-0.6.2.yaml"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch import checkpoints as C
+from mbridge_launch.rollback import checkpoints as C
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,7 +190,7 @@ def test_checkpoints_command_json_and_text(tmp_path):
 def test_checkpoints_of_a_recorded_run_show_the_loss_from_its_logs(tmp_path):
     """`checkpoints RUN` reads the losses from the run's own logs (and its parents' after a
     rollback and resubmission: the newest timeline wins), without --log."""
-    from mbridge_launch import ledger as L
+    from mbridge_launch.runs import ledger as L
 
     save = make_save_dir(tmp_path)  # iterations 100, 200, 300
     first, second = tmp_path / "job-1.out", tmp_path / "job-2.out"

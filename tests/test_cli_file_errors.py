@@ -7,8 +7,8 @@ import errno
 
 import pytest
 
-from mbridge_launch import cli
-from mbridge_launch.errors import UserError, writable
+from mbridge_launch.cli import main as cli
+from mbridge_launch.base.errors import UserError, writable
 
 MISSING_PARENT = "/proc/mbridge-launch-test/no-such-dir"  # /proc refuses new entries, even for root
 
@@ -44,7 +44,7 @@ def test_writable_names_the_users_path_and_passes_other_errors():
 
 
 def test_any_other_file_system_failure_is_one_line_exit_1(capsys, monkeypatch, tmp_path):
-    from mbridge_launch.commands import checkpoints
+    from mbridge_launch.cli.commands import checkpoints
 
     def refuse(args):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "x"))
@@ -62,7 +62,7 @@ def test_any_other_file_system_failure_is_one_line_exit_1(capsys, monkeypatch, t
 def test_an_unwritable_workdir_stops_before_anything_is_submitted(executor):
     import plan_fixtures as pf
 
-    from mbridge_launch.launch import submit_plan
+    from mbridge_launch.executors.launch import submit_plan
 
     with pytest.raises(UserError) as caught:
         submit_plan(pf.single_node_h100(), executor, MISSING_PARENT)
@@ -81,7 +81,7 @@ def test_a_plan_file_that_is_not_text_is_one_clear_line(capsys, tmp_path, comman
 
 
 def test_an_os_error_without_a_path_still_says_what_happened(capsys, monkeypatch, tmp_path):
-    from mbridge_launch.commands import checkpoints
+    from mbridge_launch.cli.commands import checkpoints
 
     def refuse(args):
         raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import plan_fixtures as pf
-from mbridge_launch.launch import submit_plan
-from mbridge_launch.plan import Plan, save_plan
+from mbridge_launch.executors.launch import submit_plan
+from mbridge_launch.plan.model import Plan, save_plan
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("english")]
 EXECUTORS = ["sbatch", "nemo-run", "submitit"]

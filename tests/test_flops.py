@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch.models import load_arch
+from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.flops import flops_per_token
 
 DATA = Path(__file__).parent / "data" / "perf_calibration.csv"

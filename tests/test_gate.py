@@ -29,11 +29,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mbridge_launch import checkpoints as C
-from mbridge_launch import ledger as L
-from mbridge_launch.errors import CheckFailed, UserError
-from mbridge_launch.gate import GateOptions, confirm_submission, confirmation_threshold
-from mbridge_launch.plan import plan_from_dict, save_plan
+from mbridge_launch.rollback import checkpoints as C
+from mbridge_launch.runs import ledger as L
+from mbridge_launch.base.errors import CheckFailed, UserError
+from mbridge_launch.gate.submit import GateOptions, confirm_submission, confirmation_threshold
+from mbridge_launch.plan.model import plan_from_dict, save_plan
 from plan_fixtures import single_node_h100
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,8 +175,8 @@ def test_no_terminal_refuses_and_yes_needs_no_terminal():
 def test_plan_card_shows_everything_the_issue_lists():
     """recipe and kind, dataset, layout, nodes x GPUs and type, partition, time limit, step time and
     tokens/s, GPU-hours at the time limit, convergence overrides, warnings, the exact script."""
-    from mbridge_launch.i18n import set_lang
-    from mbridge_launch.plan_card import render_card
+    from mbridge_launch.base.i18n import set_lang
+    from mbridge_launch.gate.card import render_card
     from mbridge_launch.preflight.model import Check, Report
     from plan_fixtures import with_changes
 
@@ -211,7 +211,7 @@ def test_threshold_from_environment(monkeypatch):
 
 
 def test_cancel_confirmation_needs_the_run_name():
-    from mbridge_launch.gate import confirm_cancel
+    from mbridge_launch.gate.submit import confirm_cancel
 
     class Run:
         name, job_ids = "llama3-8b-sft", ["77"]
@@ -258,7 +258,7 @@ def test_rollback_resubmit_argument_rules(tmp_path):
 
 
 def test_skip_iters_parsing():
-    from mbridge_launch.commands.rollback import _parse_skip_iters
+    from mbridge_launch.cli.commands.rollback import _parse_skip_iters
 
     assert _parse_skip_iters("25, 30-32,25") == [25, 30, 31, 32]
     for bad in ("", "x", "3-", "-3", "4-2", "1-200000", "2.5"):
@@ -499,11 +499,11 @@ def _preflight_with(*codes):
 @pytest.fixture
 def parent_run(tmp_path, monkeypatch):
     """A recorded run whose plan has auto_rollback, with the scheduler and preflight faked."""
-    from mbridge_launch.plan import AutoRollback
+    from mbridge_launch.plan.model import AutoRollback
     from plan_fixtures import with_changes
 
     scheduler = FakeScheduler()
-    monkeypatch.setattr("mbridge_launch.launch.submit_plan", scheduler)
+    monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
     plan = with_changes(single_node_h100(), checkpoint={"save": str(tmp_path / "ckpt"), "load": None},
                         auto_rollback=AutoRollback(enabled=True).model_dump())
     ledger = L.Ledger.open(tmp_path / "ledger.sqlite3")
@@ -515,8 +515,8 @@ def parent_run(tmp_path, monkeypatch):
 
 
 def test_auto_resubmit_refused_by_preflight_says_how_to_continue(parent_run, monkeypatch):
-    from mbridge_launch.gate import auto_resubmit
-    from mbridge_launch.lossmon import Trigger
+    from mbridge_launch.gate.submit import auto_resubmit
+    from mbridge_launch.rollback.lossmon import Trigger
 
     ledger, run, scheduler = parent_run
     monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with("path.save_space"))
@@ -529,8 +529,8 @@ def test_auto_resubmit_refused_by_preflight_says_how_to_continue(parent_run, mon
 
 
 def test_auto_resubmit_carries_a_forced_preflight_over_and_records_the_change(parent_run, monkeypatch):
-    from mbridge_launch.gate import auto_resubmit
-    from mbridge_launch.lossmon import Trigger
+    from mbridge_launch.gate.submit import auto_resubmit
+    from mbridge_launch.rollback.lossmon import Trigger
 
     ledger, run, scheduler = parent_run
     ledger.record_override(run.id, "preflight", "site quota is wrong", {"errors": ["path.save_space"]})
@@ -558,7 +558,7 @@ def test_an_accepted_estimate_passes_the_gate_and_is_recorded(tmp_path, monkeypa
     keeps the acceptance and its reason next to the run."""
     import io
 
-    from mbridge_launch.gate import submit_gated
+    from mbridge_launch.gate.submit import submit_gated
     from mbridge_launch.preflight.acceptance import apply_acceptances
     from mbridge_launch.preflight.model import Check, Report
     from plan_fixtures import edit
@@ -569,7 +569,7 @@ def test_an_accepted_estimate_passes_the_gate_and_is_recorded(tmp_path, monkeypa
         return Report(apply_acceptances([Check("plan.memory_oom", "error", text="OOM (fake)")], p.accepted_checks))
 
     scheduler = FakeScheduler()
-    monkeypatch.setattr("mbridge_launch.launch.submit_plan", scheduler)
+    monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
     monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight)
     with L.Ledger.open(tmp_path / "ledger.sqlite3") as ledger:
         result = submit_gated(plan, GateOptions(yes=True, workdir=tmp_path, ledger=ledger, out=io.StringIO(),

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import plan_fixtures as pf
-from mbridge_launch.errors import UserError
+from mbridge_launch.base.errors import UserError
 from mbridge_launch.executors import get_executor
-from mbridge_launch.launch import submit_plan
+from mbridge_launch.executors.launch import submit_plan
 
 pytestmark = pytest.mark.usefixtures("english")
 

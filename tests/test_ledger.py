@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch import ledger as L
-from mbridge_launch.errors import SubmissionError, UserError
-from mbridge_launch.ledger_reconcile import (
+from mbridge_launch.runs import ledger as L
+from mbridge_launch.base.errors import SubmissionError, UserError
+from mbridge_launch.runs.reconcile import (
     JobInfo, SacctQuery, SlurmUnavailable, reconcile_submitting, refresh_runs, run_state_for,
 )
-from mbridge_launch.ledger_schema import SCHEMA_VERSION
+from mbridge_launch.runs.schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def test_reopen_keeps_data_and_newer_schema_is_refused(tmp_path):
 def test_an_old_version_database_is_migrated_with_its_data(tmp_path, monkeypatch):
     """A ledger written by the v1 schema (before the watcher job column) opens, is migrated to the
     current version in place, and keeps every row; a migration that fails leaves it as it was."""
-    from mbridge_launch import ledger_schema as S
+    from mbridge_launch.runs import schema as S
 
     path = tmp_path / "v1.db"
     conn = sqlite3.connect(path, isolation_level=None)
@@ -214,7 +214,7 @@ def _crashing_submitter(ledger_path: Path) -> dict:
     scheduler accepted the job). Returns the row's id and token."""
     code = textwrap.dedent(f"""
         import json, os, sys
-        from mbridge_launch.ledger import Ledger
+        from mbridge_launch.runs.ledger import Ledger
         ledger = Ledger.open({str(ledger_path)!r})
         run = ledger.begin_submission(name="crashy", plan_hash="h", plan_yaml="name: crashy\\n", executor="sbatch")
         print(json.dumps({{"id": run.id, "token": run.job_token}}), flush=True)
@@ -295,7 +295,7 @@ def test_concurrent_writers(tmp_path):
     path = tmp_path / "l.db"
     L.Ledger.open(path).close()
     code = textwrap.dedent(f"""
-        from mbridge_launch.ledger import Ledger
+        from mbridge_launch.runs.ledger import Ledger
         ledger = Ledger.open({str(path)!r})
         for i in range(25):
             run = ledger.begin_submission(name="w", plan_hash="h", plan_yaml="x", executor="sbatch")
@@ -503,7 +503,7 @@ def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shar
     after sbatch (before the job id is written): the next command reconciles with squeue/sacct."""
     from test_watch import e2e_plan
 
-    from mbridge_launch.plan import save_plan
+    from mbridge_launch.plan.model import save_plan
 
     name = f"reconcile-{killed}-{os.getpid()}-{int(time.time())}"
     plan, _save = e2e_plan(shared_dir, name, train_iters=3, save_interval=10, env={}, auto=False)
@@ -511,9 +511,9 @@ def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shar
     db = tmp_path / "l.db"
     code = textwrap.dedent(f"""
         import os
-        from mbridge_launch.launch import submit_plan
-        from mbridge_launch.ledger import Ledger, plan_save_dir
-        from mbridge_launch.plan import load_plan
+        from mbridge_launch.executors.launch import submit_plan
+        from mbridge_launch.runs.ledger import Ledger, plan_save_dir
+        from mbridge_launch.plan.model import load_plan
         plan = load_plan({str(plan_path)!r})
         ledger = Ledger.open({str(db)!r})
         ledger.begin_submission(name=plan.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from mbridge_launch import lossmon as M
-from mbridge_launch.plan import AutoRollback
+from mbridge_launch.rollback import lossmon as M
+from mbridge_launch.plan.model import AutoRollback
 from test_checkpoints import log_line
 
 DOC_LINE = (" [2026-11-29 20:00:00] iteration       10/     100 | consumed samples:         1280 | elapsed time per "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mbridge_launch.models import load_arch
+from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.memory import ALLOWANCE_GIB, FRAGMENTATION, GIB, HEADROOM, estimate_memory, static_memory
 from mbridge_launch.planner.rules import Layout, evolve
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import string
 
-from mbridge_launch.i18n import catalog, t
+from mbridge_launch.base.i18n import catalog, t
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -39,7 +39,7 @@ def test_lookup_follows_language():
 def test_echoed_values_cannot_drive_the_terminal():
     """A user-given value with an escape sequence (or a NUL) comes back escaped, not executed by
     the terminal; CJK text, line breaks and tabs are kept."""
-    from mbridge_launch.errors import UserError
+    from mbridge_launch.base.errors import UserError
 
     text = UserError("models.unknown", model="x\x1b[31my\x00", closest="llama3_8b").render("en")
     assert "\x1b" not in text and "\x00" not in text and "x\\x1b[31my\\x00" in text

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from mbridge_launch import models
-from mbridge_launch.errors import UserError
-from mbridge_launch.models import (
+from mbridge_launch.knowledge import models
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge.models import (
     ModelArch, arch_from_hf_config, known_models, load_arch, require_planning_arch, resolve_model,
 )
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from cli_helpers import recommend_answer as recommend_json
-from mbridge_launch.hardware import get_hardware
-from mbridge_launch.models import load_arch
+from mbridge_launch.knowledge.hardware import get_hardware
+from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.memory import estimate_memory
-from mbridge_launch.planner.plan_file import layout_overrides
+from mbridge_launch.recommend.plan_file import layout_overrides
 from mbridge_launch.planner.rules import Layout, check_layout, chunk_layers, evolve, recompute_share
 from mbridge_launch.planner.search import Options, recompute_levels, search
 from mbridge_launch.planner.throughput import estimate_step
@@ -93,7 +93,7 @@ def test_recommend_reads_the_users_block_recompute(capsys):
 
 
 def test_recommend_refuses_a_bad_layer_count(capsys):
-    from mbridge_launch.cli import main
+    from mbridge_launch.cli.main import main
 
     code = main(["recommend", "--model", "llama3_70b", "--gpus", "64", "model.recompute_granularity=full",
                  "model.recompute_method=block", "model.recompute_num_layers=some", "--lang", "en"])
@@ -104,7 +104,7 @@ def test_recommend_refuses_a_bad_layer_count(capsys):
 def test_a_planner_picked_block_recompute_is_a_recorded_change():
     from types import SimpleNamespace
 
-    from mbridge_launch.catalog import load_catalog
+    from mbridge_launch.knowledge.catalog import load_catalog
     from mbridge_launch.recommend import changes
 
     recipe = load_catalog().get("llama3_70b_pretrain_config")  # no recompute of its own

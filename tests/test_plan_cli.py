@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from mbridge_launch.cli import main
-from mbridge_launch.hardware import get_hardware
-from mbridge_launch.models import load_arch
+from mbridge_launch.cli.main import main
+from mbridge_launch.knowledge.hardware import get_hardware
+from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.rules import Layout, check_layout
 from mbridge_launch.planner.search import utility
 
@@ -133,7 +133,7 @@ def test_estimate_lora_and_oom_warning(capsys):
 
 def test_plan_writes_a_plan_file(capsys, tmp_path):
     pytest.importorskip("mbridge_launch.recommend.build")
-    from mbridge_launch.plan import load_plan
+    from mbridge_launch.plan.model import load_plan
 
     target = tmp_path / "plan.yaml"
     code, out, err = run(capsys, "plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100",

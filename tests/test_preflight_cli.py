@@ -11,7 +11,7 @@ import string
 
 import pytest
 
-from mbridge_launch.i18n import catalog
+from mbridge_launch.base.i18n import catalog
 from mbridge_launch.preflight import Check, Report
 from mbridge_launch.preflight.progress import Progress
 from test_preflight_helpers import cli, codes, edit, make_blend, preflight_json, valid_plan, write
@@ -73,7 +73,7 @@ def test_json_lists_errors_first_in_text_but_in_run_order_in_json(plan, tmp_path
 
 
 def test_python_api_takes_a_plan_or_its_file(plan, tmp_path):
-    from mbridge_launch.errors import UserError
+    from mbridge_launch.base.errors import UserError
     from mbridge_launch.preflight import run_preflight
 
     path = write(plan, tmp_path)
@@ -137,7 +137,7 @@ def slow(prefix):  # a blend on a slow file system: 0.1 s per prefix
     time.sleep(0.1)
     return real(prefix)
 D.check_prefix = slow
-from mbridge_launch.cli import main
+from mbridge_launch.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

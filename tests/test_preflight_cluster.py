@@ -246,7 +246,7 @@ def dump():
 
 sys.addaudithook(hook)
 atexit.register(dump)
-from mbridge_launch.cli import main
+from mbridge_launch.cli.main import main
 code = main(sys.argv[1:])
 sys.stdout.flush()
 sys.exit(code)

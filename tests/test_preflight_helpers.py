@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mbridge_launch.plan import (
+from mbridge_launch.plan.model import (
     CatalogRef,
     CheckpointPaths,
     Cluster,

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from mbridge_launch.catalog import load_catalog
-from mbridge_launch.hardware import get_hardware
-from mbridge_launch.models import load_arch
+from mbridge_launch.knowledge.catalog import load_catalog
+from mbridge_launch.knowledge.hardware import get_hardware
+from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.rules import Layout, check_layout
 
 
@@ -102,7 +102,7 @@ def test_launch_command_shape_follows_the_node_count():
 def test_recommend_is_fast():
     """Cold start to answer (imports included, interpreter start excluded): well under 0.5 s."""
     code = (
-        "import time; t = time.perf_counter(); import contextlib, io, sys; from mbridge_launch.cli import main; "
+        "import time; t = time.perf_counter(); import contextlib, io, sys; from mbridge_launch.cli.main import main; "
         "out = io.StringIO(); ctx = contextlib.redirect_stdout(out); ctx.__enter__(); "
         "rc = main(['recommend', '--smoke-test', '--format', 'json']); ctx.__exit__(None, None, None); "
         "print(rc, time.perf_counter() - t)"
@@ -169,7 +169,7 @@ def test_chinese_card():
 
 def test_recommend_never_imports_nemo_run_or_submitit():
     code = (
-        "import sys; from mbridge_launch.cli import main; "
+        "import sys; from mbridge_launch.cli.main import main; "
         "rc = main(['recommend', '--smoke-test', '--format', 'json']); "
         "bad = [m for m in ('nemo_run', 'submitit', 'torch') if m in sys.modules]; "
         "print('IMPORTED', bad, file=sys.stderr); sys.exit(10 if bad else rc)"
@@ -179,7 +179,7 @@ def test_recommend_never_imports_nemo_run_or_submitit():
 
 
 def test_plan_file_roundtrip_and_unknown_field(tmp_path):
-    from mbridge_launch.plan import load_plan
+    from mbridge_launch.plan.model import load_plan
 
     out = tmp_path / "plan.yaml"
     proc = run_cli("recommend", "--model", "llama3_8b", "--gpus", "16", "--name", "l3run", "--account", "acct",
@@ -197,7 +197,7 @@ def test_plan_file_roundtrip_and_unknown_field(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and "gpus_per_nod" in errors[0] and "gpus_per_node" in errors[0], proc.stderr
-    from mbridge_launch.errors import UserError
+    from mbridge_launch.base.errors import UserError
 
     with pytest.raises(UserError) as err:
         load_plan(bad)

@@ -11,9 +11,9 @@ import pytest
 
 from cli_helpers import recommend_answer as answer
 
-from mbridge_launch.cli import main
-from mbridge_launch.plan import load_plan
-from mbridge_launch.trainer_args import trainer_args
+from mbridge_launch.cli.main import main
+from mbridge_launch.plan.model import load_plan
+from mbridge_launch.plan.trainer_args import trainer_args
 
 pytestmark = pytest.mark.usefixtures("english")
 

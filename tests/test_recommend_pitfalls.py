@@ -8,8 +8,8 @@ import pytest
 
 from cli_helpers import recommend_answer as answer
 
-from mbridge_launch import i18n
-from mbridge_launch.cli import main
+from mbridge_launch.base import i18n
+from mbridge_launch.cli.main import main
 
 
 pytestmark = pytest.mark.usefixtures("english")

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from mbridge_launch.cli import main
-from mbridge_launch.plan import Mount, load_plan
+from mbridge_launch.cli.main import main
+from mbridge_launch.plan.model import Mount, load_plan
 
 
 pytestmark = pytest.mark.usefixtures("english")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import plan_fixtures as pf
-from mbridge_launch.errors import UserError
+from mbridge_launch.base.errors import UserError
 from mbridge_launch.executors import get_executor
 
 pytestmark = pytest.mark.usefixtures("english")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import plan_fixtures as pf
-from mbridge_launch import i18n
-from mbridge_launch.errors import UserError
+from mbridge_launch.base import i18n
+from mbridge_launch.base.errors import UserError
 from mbridge_launch.executors import common, get_executor, node_check, slurm_cli
-from mbridge_launch.plan import save_plan
+from mbridge_launch.plan.model import save_plan
 
 pytestmark = pytest.mark.usefixtures("english")
 

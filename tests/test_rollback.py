@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch import checkpoints as C
-from mbridge_launch import lossmon as M
-from mbridge_launch import rollback as R
-from mbridge_launch.errors import CheckFailed, UserError
-from mbridge_launch.ledger import Ledger
-from mbridge_launch.rollback_journal import LOCK_NAME, SaveDirLock
+from mbridge_launch.rollback import checkpoints as C
+from mbridge_launch.rollback import lossmon as M
+from mbridge_launch.rollback import engine as R
+from mbridge_launch.base.errors import CheckFailed, UserError
+from mbridge_launch.runs.ledger import Ledger
+from mbridge_launch.rollback.journal import LOCK_NAME, SaveDirLock
 from test_checkpoints import make_save_dir, train_state_bytes, write_iter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -301,7 +301,7 @@ def test_lock_retries_when_the_file_was_replaced(tmp_path, monkeypatch):
     holder = SaveDirLock(save).acquire()
     stale_fd = os.open(save / LOCK_NAME, os.O_RDWR)
     holder.release()  # unlinks the file
-    import mbridge_launch.rollback_journal as J
+    import mbridge_launch.rollback.journal as J
 
     real_open, calls = os.open, []
 
@@ -331,7 +331,7 @@ def test_refuses_without_tty_and_without_yes(tmp_path, state_env):
 
 
 def test_typed_confirmation():
-    from mbridge_launch.ledger_cli import confirm
+    from mbridge_launch.runs.operations import confirm
 
     assert confirm("ckpt", yes=False, action_key="rollback.action_rollback",
                    ask=lambda prompt: "ckpt", isatty=lambda: True) == "typed-name"

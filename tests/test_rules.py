@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from mbridge_launch.hardware import get_hardware
-from mbridge_launch.models import load_arch
+from mbridge_launch.knowledge.hardware import get_hardware
+from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.rules import Layout, check_layout, errors, evolve
 
 LLAMA8 = load_arch("llama3_8b")
@@ -130,7 +130,7 @@ def test_errors_helper_and_unknown_architecture():
 
 
 def test_sequence_parallel_needs_the_sequence_divisible_by_tp_times_cp():
-    from mbridge_launch.models import load_arch
+    from mbridge_launch.knowledge.models import load_arch
     from mbridge_launch.planner.rules import Layout, check_layout
 
     arch = load_arch("llama3_8b")

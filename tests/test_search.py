@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mbridge_launch.hardware import get_hardware
-from mbridge_launch.models import load_arch
+from mbridge_launch.knowledge.hardware import get_hardware
+from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.rules import Layout, check_layout, evolve
 from mbridge_launch.planner.search import (CP_CHARGE, EP_CREDIT, Options, best_layout, estimate_layout, preference,
                                           search, utility)

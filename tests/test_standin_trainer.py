@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch.quoting import sh_join
+from mbridge_launch.base.quoting import sh_join
 from standin import checkpoint, distenv, train
 from standin.config import parse
 from standin.faults import clean_loss

@@ -4,7 +4,7 @@ import sys
 
 
 def test_versions_json_lists_catalog_and_libraries_without_importing_them():
-    code = ("import sys, io, contextlib, json; from mbridge_launch.cli import main; buf = io.StringIO();\n"
+    code = ("import sys, io, contextlib, json; from mbridge_launch.cli.main import main; buf = io.StringIO();\n"
             "with contextlib.redirect_stdout(buf): rc = main(['versions', '--format', 'json'])\n"
             "print(json.dumps({'rc': rc, 'out': json.loads(buf.getvalue()), "
             "'imported': [m for m in ('nemo_run', 'submitit') if m in sys.modules]}))")

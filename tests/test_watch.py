@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch import checkpoints as C
-from mbridge_launch import ledger as L
-from mbridge_launch.errors import CheckFailed
-from mbridge_launch.ledger_reconcile import JobInfo
-from mbridge_launch.plan import AutoRollback
-from mbridge_launch.watch import (
+from mbridge_launch.rollback import checkpoints as C
+from mbridge_launch.runs import ledger as L
+from mbridge_launch.base.errors import CheckFailed
+from mbridge_launch.runs.reconcile import JobInfo
+from mbridge_launch.plan.model import AutoRollback
+from mbridge_launch.watch.watcher import (
     SEED_KEY, SKIP_KEY, Watcher, _exclusive, resubmission_plan, resubmit_skipping_batch, skip_plan,
 )
 from plan_fixtures import single_node_h100, with_changes
@@ -223,7 +223,7 @@ def e2e_plan(shared: Path, name: str, *, train_iters: int, save_interval: int, e
     data = plan.canonical_dict()
     data["overrides"] = [o for o in data["overrides"] if o["key"] != "train.train_iters"] + [
         {"key": "train.train_iters", "value": str(train_iters), "class": "convergence", "reason": "test"}]
-    from mbridge_launch.plan import plan_from_dict
+    from mbridge_launch.plan.model import plan_from_dict
 
     return plan_from_dict(data), save
 
@@ -231,7 +231,7 @@ def e2e_plan(shared: Path, name: str, *, train_iters: int, save_interval: int, e
 def submit_recorded(ledger: L.Ledger, plan, workdir: Path) -> L.RunRecord:
     """Submission recorded like the gate does (write before and after), through submit_plan
     directly: the gate is not part of these tests."""
-    from mbridge_launch.launch import submit_plan
+    from mbridge_launch.executors.launch import submit_plan
 
     with ledger.submission(name=plan.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(), executor="sbatch",
                            work_dir=str(workdir), save_dir=L.plan_save_dir(plan, workdir)) as sub:
@@ -240,7 +240,7 @@ def submit_recorded(ledger: L.Ledger, plan, workdir: Path) -> L.RunRecord:
 
 @pytest.mark.slurm
 def test_e2e_nan_is_rolled_back_and_the_run_finishes(slurm_env, shared_dir, tmp_path):
-    from mbridge_launch.ledger_reconcile import SacctQuery
+    from mbridge_launch.runs.reconcile import SacctQuery
 
     env = {"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.05"}
     plan, save = e2e_plan(shared_dir, "nan-e2e", train_iters=40, save_interval=10, env=env, auto=True)

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch import checkpoints as C
-from mbridge_launch import ledger as L
-from mbridge_launch.gate import GateOptions, submit_gated
-from mbridge_launch.plan import AutoRollback
-from mbridge_launch.watch import Watcher
-from mbridge_launch.watch_job import PARTITION_ENV, watcher_sbatch_argv
+from mbridge_launch.rollback import checkpoints as C
+from mbridge_launch.runs import ledger as L
+from mbridge_launch.gate.submit import GateOptions, submit_gated
+from mbridge_launch.plan.model import AutoRollback
+from mbridge_launch.watch.watcher import Watcher
+from mbridge_launch.gate.watcher_job import PARTITION_ENV, watcher_sbatch_argv
 from plan_fixtures import single_node_h100, with_changes
 from test_gate import base_plan  # noqa: F401 - the module-scoped `recommend -o` plan fixture
 
@@ -107,7 +107,7 @@ def gate_fakes(tmp_path, monkeypatch):
     from test_gate import FakeScheduler, _preflight_with
 
     scheduler = FakeScheduler()
-    monkeypatch.setattr("mbridge_launch.launch.submit_plan", scheduler)
+    monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
     monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with())
     return scheduler
 

@@ -24,7 +24,7 @@ from mbridge_launch.catalog_sync.interp import Interpreter
 from mbridge_launch.catalog_sync.names import parse_recipe_name
 from mbridge_launch.catalog_sync.source import open_source
 from mbridge_launch.catalog_sync.writer import dump_catalog
-from mbridge_launch.errors import UserError
+from mbridge_launch.base.errors import UserError
 
 SCHEMA_VERSION = 1
 
@@ -114,7 +114,7 @@ def render_catalog(version: str, origin: str, records: list[dict[str, Any]]) -> 
 
 
 def sync(path: str | Path, out_dir: str | Path) -> SyncResult:
-    from mbridge_launch.atomic import atomic_write_text
+    from mbridge_launch.base.atomic import atomic_write_text
 
     started = time.perf_counter()
     version, origin, records = build_catalog(path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mbridge_launch.i18n import t
+from mbridge_launch.base.i18n import t
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
@@ -128,12 +128,12 @@ def architecture_findings(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Hook into the planner's rules: TP vs attention/KV heads and FFN, layers vs PP x VP (and
     uneven stages), experts vs EP, TP/EP vs the NVLink domain, SP with TP and EP...
 
-    Uses mbridge_launch.models.load_arch(model token) and
+    Uses mbridge_launch.knowledge.models.load_arch(model token) and
     mbridge_launch.planner.rules.check_layout(layout, arch, hardware) when both exist; returns
     nothing when they do not, or when catalog/models.yaml lacks the recipe's model.
     """
     try:
-        from mbridge_launch.models import load_arch
+        from mbridge_launch.knowledge.models import load_arch
         from mbridge_launch.planner.rules import Layout, check_layout
     except ImportError:
         return []
@@ -204,7 +204,7 @@ def _accounting_findings(record: dict[str, Any], arch: Any) -> list[dict[str, An
 
 
 def _check_with_rules(record: dict[str, Any], load_arch: Any, layout_cls: Any, check_layout: Any) -> list[dict[str, Any]]:
-    from mbridge_launch.errors import UserError
+    from mbridge_launch.base.errors import UserError
 
     if record.get("model") is None:
         return []
@@ -215,7 +215,7 @@ def _check_with_rules(record: dict[str, Any], load_arch: Any, layout_cls: Any, c
     hardware = None
     if record.get("hardware"):
         try:
-            from mbridge_launch.hardware import get_hardware
+            from mbridge_launch.knowledge.hardware import get_hardware
 
             hardware = get_hardware(record["hardware"])
         except (ImportError, UserError):

@@ -13,7 +13,7 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
-from mbridge_launch.errors import UserError
+from mbridge_launch.base.errors import UserError
 
 _PACKAGE = "megatron/bridge"
 

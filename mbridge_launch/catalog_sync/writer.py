@@ -3,7 +3,7 @@
 A small emitter of our own rather than yaml.dump: its output cannot drift with the PyYAML
 version. Each recipe is a block mapping; its nested values (aliases, dataset, features, env_vars,
 each finding) are written on one line as JSON, which is also valid YAML flow syntax. That keeps
-the file short and lets mbridge_launch.catalog read it with json instead of a YAML parser
+the file short and lets mbridge_launch.knowledge.catalog read it with json instead of a YAML parser
 (about ten times faster), while any YAML reader still reads the same data.
 """
 

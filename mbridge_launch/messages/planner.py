@@ -253,8 +253,8 @@ MESSAGES = {
         "警告：该布局每 GPU 需要 {total:.1f} GiB，超过 {gpu} 的 {limit:.0f} GiB 上限",
     ),
     "planner.plan_needs_catalog": (
-        "-o needs the recipe catalog (mbridge_launch.catalog.load_catalog) to pick a recipe for {model}; it is not available: {reason}",
-        "-o 需要配方目录（mbridge_launch.catalog.load_catalog）来为 {model} 选择配方；目录不可用：{reason}",
+        "-o needs the recipe catalog (mbridge_launch.knowledge.catalog.load_catalog) to pick a recipe for {model}; it is not available: {reason}",
+        "-o 需要配方目录（mbridge_launch.knowledge.catalog.load_catalog）来为 {model} 选择配方；目录不可用：{reason}",
     ),
     "planner.plan_no_recipe": (
         "no library recipe of {model} for goal {goal} in the catalog; -o cannot write a Plan",

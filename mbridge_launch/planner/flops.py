@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mbridge_launch.models import ModelArch
+from mbridge_launch.knowledge.models import ModelArch
 
 LORA_DEFAULT_RANK = 32  # Megatron Bridge LoRA default `dim`
 

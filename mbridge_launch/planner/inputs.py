@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from mbridge_launch.errors import UserError
-from mbridge_launch.hardware import Hardware, get_hardware, normalize_precision
-from mbridge_launch.models import ModelArch, load_arch, local_model_path, require_planning_arch, resolve_model
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge.hardware import Hardware, get_hardware, normalize_precision
+from mbridge_launch.knowledge.models import ModelArch, load_arch, local_model_path, require_planning_arch, resolve_model
 
 GOALS = ("pretrain", "sft", "lora", "dora")
 _GOAL_ALIASES = {"peft": "lora"}
@@ -77,7 +77,7 @@ def resolve(model_text: str, gpu_type: str, precision: str | None, goal: str | N
     if not hf_config and local_model_path(model_text):
         hf_config, model_text = model_text, ""  # --model /path/to/checkpoint, like from_pretrained
     if hf_config:
-        from mbridge_launch.models import arch_from_hf_config
+        from mbridge_launch.knowledge.models import arch_from_hf_config
 
         arch = arch_from_hf_config(hf_config)
         model = arch.name
@@ -99,7 +99,7 @@ def recipe_defaults(model: str, goal: str) -> dict[str, int]:
     """GBS and sequence length of the model's library recipe for the goal, when the recipe
     catalog is available (a user who does not say keeps the recipe's convergence settings)."""
     try:
-        from mbridge_launch.catalog import load_catalog
+        from mbridge_launch.knowledge.catalog import load_catalog
 
         catalog = load_catalog()
     except (ImportError, UserError, OSError):

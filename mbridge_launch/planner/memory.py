@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from mbridge_launch.models import ModelArch
+from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.planner.rules import Layout, recompute_share
 
 GIB = float(2**30)

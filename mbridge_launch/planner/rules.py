@@ -13,8 +13,8 @@ from math import gcd
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # imported for type hints only; keeps this module cheap to import
-    from mbridge_launch.hardware import Hardware
-    from mbridge_launch.models import ModelArch
+    from mbridge_launch.knowledge.hardware import Hardware
+    from mbridge_launch.knowledge.models import ModelArch
 
 CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p", "allgather")
 RECOMPUTE = ("none", "selective", "full")
@@ -102,7 +102,7 @@ class Violation:
     severity: str = "error"
 
     def message(self, lang: str | None = None) -> str:
-        from mbridge_launch.i18n import t
+        from mbridge_launch.base.i18n import t
 
         return t(self.key, lang=lang, **self.params)
 
@@ -186,7 +186,7 @@ def recompute_share(num_layers: int, layout: Layout) -> float:
 def recompute_label(layout: Layout) -> str:
     """The recompute level as the cards print it ('full (4 layers per pipeline chunk)')."""
     if layout.recompute == "full" and layout.recompute_layers is not None:
-        from mbridge_launch.i18n import t
+        from mbridge_launch.base.i18n import t
 
         return t("planner.recompute_block", layers=layout.recompute_layers)
     return layout.recompute

@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from mbridge_launch.hardware import Hardware
-from mbridge_launch.models import ModelArch
+from mbridge_launch.knowledge.hardware import Hardware
+from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown, estimate_memory, static_memory
 from mbridge_launch.planner.rules import Layout, Violation, check_layout, chunk_layers, divisors, evolve, valid_tp
 from mbridge_launch.planner.throughput import StepEstimate, estimate_step, step_model

@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from mbridge_launch.hardware import Hardware
-from mbridge_launch.models import ModelArch
+from mbridge_launch.knowledge.hardware import Hardware
+from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.planner.flops import FlopsPerToken, flops_per_token
 from mbridge_launch.planner.rules import Layout, declared_split, recompute_share, stage_layers
 

@@ -19,7 +19,7 @@ from mbridge_launch.preflight.slurm import (
     SlurmUnavailable,
 )
 from mbridge_launch.preflight.storage import detail_text as _d
-from mbridge_launch.slurm_time import format_seconds, parse_seconds
+from mbridge_launch.base.slurm_time import format_seconds, parse_seconds
 
 # Systems whose NVLink domain spans nodes: gpu type -> (GPUs per node, GPUs per NVLink domain),
 # used when the hardware catalog is not available (facts section 4).
@@ -28,7 +28,7 @@ _SEGMENT_MIN_VERSION = (24, 11)
 
 
 def run_cluster_checks(ctx: PreflightContext, client: SlurmClient) -> list[Check]:
-    from mbridge_launch.i18n import t
+    from mbridge_launch.base.i18n import t
     from mbridge_launch.preflight.progress import Progress
 
     # three steps that can each take seconds on a busy controller: the queries, the checks (which
@@ -200,7 +200,7 @@ def _nvl_shape(ctx: PreflightContext, part_nodes: list[Node]) -> tuple[int, int]
 def expected_segment(nodes: int, domain_nodes: int) -> int:
     """NVIDIA's benchmark launcher: the node count up to a domain, else its largest divisor that
     fits in one domain (facts section 4; the same rule the sbatch executor renders)."""
-    from mbridge_launch.perf_env import nvl72_segment
+    from mbridge_launch.knowledge.perf_env import nvl72_segment
 
     return nvl72_segment(nodes, domain_nodes)
 
@@ -279,7 +279,7 @@ def _test_only(ctx: PreflightContext, client: SlurmClient, unavailable: Check | 
     available") although a real submission would be accepted and wait for the down/drained nodes
     to return; with enough nodes of the right kind in total (checked above) that refusal is the
     same warning, not an error."""
-    from mbridge_launch.errors import UserError
+    from mbridge_launch.base.errors import UserError
 
     rendered = ctx.rendered_script()
     if isinstance(rendered.error, UserError):

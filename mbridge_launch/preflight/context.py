@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from mbridge_launch.plan import Plan
+from mbridge_launch.plan.model import Plan
 
 _MISSING = object()
 
@@ -30,10 +30,10 @@ class Lookup:
 
 
 def _reason(exc: BaseException) -> str:
-    from mbridge_launch.errors import UserError
+    from mbridge_launch.base.errors import UserError
 
     if isinstance(exc, ModuleNotFoundError):
-        from mbridge_launch.i18n import t
+        from mbridge_launch.base.i18n import t
 
         return t("preflight.detail.module_missing", name=exc.name)
     if isinstance(exc, UserError):
@@ -43,7 +43,7 @@ def _reason(exc: BaseException) -> str:
 
 
 def _not_found() -> str:
-    from mbridge_launch.i18n import t
+    from mbridge_launch.base.i18n import t
 
     return t("preflight.detail.not_found")
 
@@ -81,7 +81,7 @@ class PreflightContext:
     # ------------------------------------------------------------------ shared lookups
     def arch(self) -> Lookup:
         def build() -> Any:
-            from mbridge_launch.models import load_arch
+            from mbridge_launch.knowledge.models import load_arch
 
             return load_arch(self.plan.recipe.model)
 
@@ -89,7 +89,7 @@ class PreflightContext:
 
     def hardware(self) -> Lookup:
         def build() -> Any:
-            from mbridge_launch.hardware import get_hardware
+            from mbridge_launch.knowledge.hardware import get_hardware
 
             return get_hardware(self.plan.cluster.gpu_type)
 
@@ -97,7 +97,7 @@ class PreflightContext:
 
     def recipe(self) -> Lookup:
         def build() -> Any:
-            from mbridge_launch.catalog import load_catalog
+            from mbridge_launch.knowledge.catalog import load_catalog
 
             catalog = load_catalog(version=self.plan.catalog.version)
             # ten benchmark functions share a library recipe's name: the plan's kind decides; a

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
-from mbridge_launch.overrides import is_true
+from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.megatron_index import PrefixResult, check_prefix
 from mbridge_launch.preflight.model import Check
@@ -53,7 +53,7 @@ def run_data_checks(ctx: PreflightContext) -> list[Check]:
 def _hf_repo(selector: str) -> str | None:
     """The Hugging Face dataset behind a named preset (catalog/datasets.yaml), else None."""
     try:
-        from mbridge_launch.datasets import load_datasets
+        from mbridge_launch.knowledge.datasets import load_datasets
     except ImportError:
         return None
     spec = load_datasets().get(selector)
@@ -129,7 +129,7 @@ def check_blend(ctx: PreflightContext) -> list[Check]:
     if duplicates:
         checks.append(Check("data.duplicate_prefixes", "warning", {"count": duplicates}))
     resolved = [str(ctx.resolve_path(p)) for p in prefixes]
-    from mbridge_launch.i18n import t
+    from mbridge_launch.base.i18n import t
 
     with Progress(ctx.progress_stream, t("preflight.progress.data"), len(resolved)) as progress:
         results = scan_prefixes(resolved, progress)

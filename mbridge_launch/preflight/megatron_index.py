@@ -36,7 +36,7 @@ class PrefixResult:
 
 def _d(key: str, **params: object) -> str:
     """A detail phrase in the user's language (only built for a prefix with a problem)."""
-    from mbridge_launch.i18n import t
+    from mbridge_launch.base.i18n import t
 
     return t(f"preflight.detail.{key}", **params)
 

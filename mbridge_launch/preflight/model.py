@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
-from mbridge_launch.errors import EXIT_CHECK_FAILED, EXIT_OK, printable_value
+from mbridge_launch.base.errors import EXIT_CHECK_FAILED, EXIT_OK, printable_value
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
@@ -35,14 +35,14 @@ class Check:
             raise ValueError(f"severity {self.severity!r} is not one of {SEVERITIES}")
 
     def message(self, lang: str | None = None) -> str:
-        from mbridge_launch.i18n import t
+        from mbridge_launch.base.i18n import t
 
         if self.text is not None:
             return self.text
         return t(self.key or f"preflight.{self.code}", lang=lang, **self._shown_params())
 
     def hint(self, lang: str | None = None) -> str:
-        from mbridge_launch.i18n import catalog, t
+        from mbridge_launch.base.i18n import catalog, t
 
         if self.hint_text is not None:
             return self.hint_text

@@ -34,7 +34,7 @@ _TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF
 
 
 def topology_step(nodes: int) -> str:
-    from mbridge_launch.quoting import sh_join
+    from mbridge_launch.base.quoting import sh_join
 
     argv = ["srun", "--export=ALL", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", "bash", "-c", TOPOLOGY_PROGRAM]
     return sh_join(argv) + "\n"
@@ -43,7 +43,7 @@ def topology_step(nodes: int) -> str:
 def node_check_job(ctx: PreflightContext) -> str:
     """The executors' node-check script (rendered in English so its lines can be parsed; the
     report is translated), followed by the topology step."""
-    from mbridge_launch import i18n
+    from mbridge_launch.base import i18n
     from mbridge_launch.executors.node_check import node_check_script
 
     previous = i18n.current_lang()
@@ -57,7 +57,7 @@ def node_check_job(ctx: PreflightContext) -> str:
 
 def _line_pattern(key: str) -> re.Pattern[str]:
     """A regex for the English node-check message `key`, placeholders as named groups."""
-    from mbridge_launch.i18n import catalog
+    from mbridge_launch.base.i18n import catalog
 
     template = catalog()[key][0]
     parts = re.split(r"\{(\w+)\}", template)
@@ -131,7 +131,7 @@ def run_node_checks(ctx: PreflightContext, client: SlurmClient, timeout_s: float
     if result.returncode != 0 or not job_id.isdigit():
         lines = (result.stderr or result.stdout).strip().splitlines()
         return [Check("nodes.submit_failed", "error", {"reason": lines[-1] if lines else f"sbatch exited {result.returncode}"})]
-    from mbridge_launch.i18n import t
+    from mbridge_launch.base.i18n import t
 
     with Progress(ctx.progress_stream, t("preflight.progress.nodes", job=job_id), int(timeout_s)) as progress:
         state = _wait(client, job_id, timeout_s, progress)

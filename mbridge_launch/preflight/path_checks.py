@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from mbridge_launch.overrides import is_on, whole_number
+from mbridge_launch.plan.overrides import is_on, whole_number
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
 from mbridge_launch.preflight.storage import detail_text, existing_ancestor, free_bytes, storage_kind, writable
@@ -148,7 +148,7 @@ def _resume(ctx: PreflightContext, save: Path) -> list[Check]:
     step = ctx.override("checkpoint.ckpt_step")
     load = ctx.plan.checkpoint.load
     try:
-        from mbridge_launch.checkpoints import iter_dirs, resolve_resume
+        from mbridge_launch.rollback.checkpoints import iter_dirs, resolve_resume
 
         resolution = resolve_resume(save, load=ctx.resolve_path(load) if load else None, ckpt_step=whole_number(step))
         has_iters = bool(iter_dirs(save))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mbridge_launch.errors import UserError
-from mbridge_launch.overrides import is_true, whole_number
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.plan.overrides import is_true, whole_number
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
 
@@ -42,7 +42,7 @@ def check_recorded_warnings(ctx: PreflightContext) -> list[Check]:
 
 
 def check_time(ctx: PreflightContext) -> list[Check]:
-    from mbridge_launch.slurm_time import parse_seconds
+    from mbridge_launch.base.slurm_time import parse_seconds
 
     try:
         seconds = parse_seconds(ctx.plan.cluster.time)
@@ -99,7 +99,7 @@ def check_integer_settings(ctx: PreflightContext) -> list[Check]:
 def _block_recompute_layers(ctx: PreflightContext) -> int | None:
     """N when full recompute covers only N layers per pipeline chunk (recompute_method=block, from
     the overrides or the recipe): the other layers keep their activations, which costs memory."""
-    from mbridge_launch.recommend.settings import recompute_layers
+    from mbridge_launch.plan.settings import recompute_layers
 
     recipe = ctx.recipe()
     if not recipe.ok:
@@ -262,7 +262,7 @@ def _selector_checks(ctx: PreflightContext) -> list[Check]:
     catalog, catalog/datasets.yaml)."""
     selector, mode = ctx.plan.dataset.selector, ctx.plan.mode
     try:
-        from mbridge_launch.datasets import load_datasets, normalize_mode
+        from mbridge_launch.knowledge.datasets import load_datasets, normalize_mode
 
         selectors = load_datasets()
     except Exception as exc:  # noqa: BLE001 - no dataset catalog: say so, check the rest
@@ -294,7 +294,7 @@ def check_change_control(ctx: PreflightContext) -> list[Check]:
     """List the overrides that change the convergence contract; flag benchmark-only shortcuts in
     real training and overrides whose declared class disagrees with the key."""
     try:
-        from mbridge_launch.changecontrol import classify
+        from mbridge_launch.plan.changecontrol import classify
     except ImportError:
         classify = None
     checks: list[Check] = []
@@ -324,7 +324,7 @@ def check_container_profile(ctx: PreflightContext) -> list[Check]:
 def check_renders(ctx: PreflightContext) -> list[Check]:
     """The sbatch executor must accept the Plan (it refuses e.g. torchrun across nodes, control
     characters, secret values in env): rendering has no side effects."""
-    from mbridge_launch.errors import UserError
+    from mbridge_launch.base.errors import UserError
 
     rendered = ctx.rendered_script()
     if isinstance(rendered.error, UserError):

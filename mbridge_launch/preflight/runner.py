@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from mbridge_launch.plan import Plan
+from mbridge_launch.plan.model import Plan
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check, Report
 
@@ -61,7 +61,7 @@ def run_preflight(
     progress_stream: where a progress bar may draw (only if it is a terminal).
     client: a SlurmClient (tests pass one to count queries)."""
     if not isinstance(plan, Plan):
-        from mbridge_launch.plan import load_plan
+        from mbridge_launch.plan.model import load_plan
 
         path = Path(plan)
         plan = load_plan(path)

@@ -24,7 +24,7 @@ _KV = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:.]*)=")
 
 
 def _d(key: str, **params: object) -> str:
-    from mbridge_launch.i18n import t
+    from mbridge_launch.base.i18n import t
 
     return t(f"preflight.detail.{key}", **params)
 

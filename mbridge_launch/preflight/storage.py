@@ -114,7 +114,7 @@ def storage_kind(path: Path, env: dict[str, str] | None = None) -> tuple[str, st
 
 def detail_text(key: str, **params: object) -> str:
     """A phrase (preflight.detail.KEY) used inside other messages, in the user's language."""
-    from mbridge_launch.i18n import t
+    from mbridge_launch.base.i18n import t
 
     return t(f"preflight.detail.{key}", **params)
 

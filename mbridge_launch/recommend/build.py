@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mbridge_launch.changecontrol import LAYOUT_KEYS
-from mbridge_launch.errors import NoLayoutError, UserError
-from mbridge_launch.i18n import t
-from mbridge_launch.overrides import is_true
-from mbridge_launch.recommend import select, settings
+from mbridge_launch.plan.changecontrol import LAYOUT_KEYS
+from mbridge_launch.base.errors import NoLayoutError, UserError
+from mbridge_launch.base.i18n import t
+from mbridge_launch.plan.overrides import is_true
+from mbridge_launch.recommend import select
+from mbridge_launch.plan import settings
 from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_vlm, vlm_selectors
 from mbridge_launch.recommend.pitfalls import find_pitfalls
 from mbridge_launch.recommend.request import Request
@@ -125,9 +126,9 @@ def _apply_user_layout(layout: Any, request: Request, recipe: Any) -> Any:
 
 
 def recommend(request: Request) -> Recommendation:
-    from mbridge_launch.catalog import load_catalog
-    from mbridge_launch.hardware import get_hardware
-    from mbridge_launch.models import arch_from_hf_config, load_arch, resolve_model
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.knowledge.hardware import get_hardware
+    from mbridge_launch.knowledge.models import arch_from_hf_config, load_arch, resolve_model
     from mbridge_launch.planner import rules
     from mbridge_launch.recommend import changes
 

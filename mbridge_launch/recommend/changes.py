@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mbridge_launch.changecontrol import CONVERGENCE, LAYOUT_KEYS, classify
-from mbridge_launch.i18n import t
-from mbridge_launch.recommend import settings as S
+from mbridge_launch.plan.changecontrol import CONVERGENCE, LAYOUT_KEYS, classify
+from mbridge_launch.base.i18n import t
+from mbridge_launch.plan import settings as S
 
 RECOMPUTE_KEY = "model.recompute_granularity"
 FSDP_KEYS = ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")

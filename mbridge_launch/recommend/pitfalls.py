@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mbridge_launch.i18n import t
-from mbridge_launch.recommend import settings as S
+from mbridge_launch.base.i18n import t
+from mbridge_launch.plan import settings as S
 
 BLACKWELL = ("b200", "b300", "gb200", "gb300", "vr200", "r100")
 HOPPER = ("h100", "h200")
@@ -47,7 +47,7 @@ def _finding_fields(finding: Any) -> tuple[str, str, str]:
 def find_pitfalls(*, recipe: Any, layout: Any, arch: Any, hardware: Any, dataset: str,
                   dataset_is_vlm: bool | None, vlm_choices: list[str], overrides: dict[str, str],
                   seq_changed: bool = False) -> list[tuple[str, str]]:
-    from mbridge_launch.i18n import current_lang
+    from mbridge_launch.base.i18n import current_lang
     from mbridge_launch.planner import rules
 
     gpu_type = hardware.name

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mbridge_launch.errors import UserError
-from mbridge_launch.overrides import RawOverride
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.plan.overrides import RawOverride
 
 GOALS = ("pretrain", "sft", "lora", "dora")
 GOAL_ALIASES = {"peft": "lora", "finetune": "sft", "fine-tune": "sft"}

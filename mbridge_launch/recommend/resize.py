@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mbridge_launch.errors import NoLayoutError
+from mbridge_launch.base.errors import NoLayoutError
 from mbridge_launch.planner.rules import divisors
 
 

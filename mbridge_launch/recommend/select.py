@@ -6,7 +6,7 @@ import difflib
 import math
 from typing import Any, Iterable
 
-from mbridge_launch.errors import UserError
+from mbridge_launch.base.errors import UserError
 
 # Variants that are not the general-purpose recipe: used only when nothing else exists.
 _SPECIAL_VARIANTS = ("deterministic", "functional", "low_precision")

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mbridge_launch import slurm_time
-from mbridge_launch.errors import UserError
-from mbridge_launch.i18n import t
-from mbridge_launch.perf_env import NVL72, nvl72_segment, perf_env
-from mbridge_launch.plan import (AutoRollback, CatalogRef, CheckpointPaths, Cluster, ClusterProfile, DatasetSpec,
+from mbridge_launch.base import slurm_time
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.i18n import t
+from mbridge_launch.knowledge.perf_env import NVL72, nvl72_segment, perf_env
+from mbridge_launch.plan.model import (AutoRollback, CatalogRef, CheckpointPaths, Cluster, ClusterProfile, DatasetSpec,
                                  Estimates, Launch, Mount, Override, Parallelism, Plan, PlanWarning, RecipeRef)
-from mbridge_launch.quoting import is_env_name, is_safe_name
-from mbridge_launch.recommend.settings import RECIPE_DEFAULT_CHECKPOINT_DIR, override_text
+from mbridge_launch.base.quoting import is_env_name, is_safe_name
+from mbridge_launch.plan.settings import RECIPE_DEFAULT_CHECKPOINT_DIR, override_text
 
 
 @dataclass
@@ -153,7 +153,7 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
 def _warn_missing_dataset_fields(rec: Any, paths: list[str]) -> None:
     """A selector's required fields (megatron-indexed: dataset.data_path) that neither a flag nor
     an override gives: the run would fail at start, so the answer says so (added to its warnings)."""
-    from mbridge_launch import datasets
+    from mbridge_launch.knowledge import datasets
 
     selector = datasets.load_datasets().get(rec.dataset)
     if selector is None or rec.recipe.kind != "library":
@@ -169,10 +169,10 @@ def launcher_changes(rec: Any, plan: Plan) -> list[Any]:
     """The KEY=VALUE settings the launcher adds from the Plan's own fields (explicit per-run
     checkpoint paths, dataset.data_path and other dataset fields), as changes: read back from the
     trainer arguments, so the list shows exactly what the command sets."""
-    from mbridge_launch.changecontrol import classify
+    from mbridge_launch.plan.changecontrol import classify
     from mbridge_launch.recommend.build import Change
-    from mbridge_launch.recommend.settings import recipe_default
-    from mbridge_launch.trainer_args import checkpoint_overrides, dataset_overrides
+    from mbridge_launch.plan.settings import recipe_default
+    from mbridge_launch.plan.trainer_args import checkpoint_overrides, dataset_overrides
 
     found = []
     for source, args in (("dataset", dataset_overrides(plan)), ("launcher", checkpoint_overrides(plan))):

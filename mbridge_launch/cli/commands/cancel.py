@@ -1,0 +1,45 @@
+"""`mbridge-launch cancel RUN`: cancel a recorded run's jobs, gated like submit."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "cancel a recorded run's Slurm jobs (asks for the run name, or --yes)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.cli.main import add_common
+    from mbridge_launch.runs.operations import add_ledger_argument
+
+    parser.add_argument("run", help="run name or id in the ledger")
+    parser.add_argument("--yes", action="store_true", help="cancel without a prompt")
+    parser.add_argument("--wait", action="store_true", help="wait until Slurm reports the job finished")
+    add_ledger_argument(parser)
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.gate.submit import confirm_cancel
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.runs.operations import cancel_and_wait, executor_cancel, open_ledger, refresh
+
+    with open_ledger(args) as ledger:
+        record = refresh(ledger, [ledger.get_run(args.run)])[0]
+        if not record.active:
+            print(t("gate.not_active", name=record.name, id=record.id, state=record.state))
+            return 0
+        method = confirm_cancel(record, yes=args.yes)
+        ledger.record_confirmation(record.id, "cancel", method, {"job_ids": record.job_ids})
+        # the auto-rollback watcher job first: a cancelled run leaves it nothing to do
+        if record.watcher_job_id:
+            from mbridge_launch.executors.slurm_cli import run_slurm
+
+            run_slurm(["scancel", record.watcher_job_id])
+            ledger.add_event(record.id, "cancel", {"job_ids": [record.watcher_job_id], "watcher": True})
+        if args.wait:
+            record = cancel_and_wait(ledger, record)
+        else:
+            executor_cancel(record)
+            ledger.add_event(record.id, "cancel", {"job_ids": record.job_ids})
+    print(t("gate.cancelled", name=record.name, id=record.id, jobs=", ".join(record.job_ids) or "-"))
+    return 0

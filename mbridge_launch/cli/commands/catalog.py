@@ -1,0 +1,146 @@
+"""`mbridge-launch catalog sync | list | show`: build and browse the recipe catalog."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+HELP = "build (sync) and browse the Megatron Bridge recipe catalog"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.cli.main import add_common
+
+    sub = parser.add_subparsers(dest="catalog_command", metavar="ACTION", parser_class=type(parser))
+    sync = sub.add_parser("sync", help="read a Megatron Bridge wheel or source tree and write catalog/megatron-bridge-<version>.yaml")
+    sync.add_argument("--from", dest="source", required=True, metavar="PATH", help="wheel (.whl) or source tree")
+    sync.add_argument("--out", metavar="DIR", help="output folder (default: the package's catalog/ folder)")
+    add_common(sync, formats=("text", "json"))
+
+    listing = sub.add_parser("list", help="list recipes")
+    listing.add_argument("--family", help="model family (llama, qwen, deepseek, ...)")
+    listing.add_argument("--mode", choices=("pretrain", "sft", "peft"), help="training mode")
+    listing.add_argument("--kind", choices=("library", "benchmark"), help="library (real training) or benchmark recipes")
+    listing.add_argument("--catalog-version", metavar="V", help="Megatron Bridge version (default: newest catalog)")
+    add_common(listing)
+
+    show = sub.add_parser("show", help="show one recipe (canonical name or legacy alias)")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument("--kind", choices=("library", "benchmark"), help="for the few names both kinds use")
+    show.add_argument("--catalog-version", metavar="V", help="Megatron Bridge version (default: newest catalog)")
+    add_common(show)
+
+
+def run(args: argparse.Namespace) -> int:
+    action = getattr(args, "catalog_command", None)
+    if action == "sync":
+        return _sync(args)
+    if action == "list":
+        return _list(args)
+    if action == "show":
+        return _show(args)
+    from mbridge_launch.base.errors import UserError
+
+    raise UserError("arg.choice", flag="catalog ACTION", value=action or "", choices="sync, list, show")
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from mbridge_launch.catalog_sync import sync
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.output import print_json
+    from mbridge_launch.base.resources import catalog_dir
+
+    result = sync(args.source, args.out or catalog_dir())
+    if args.format == "json":
+        print_json({
+            "path": str(result.path), "version": result.version, "library": result.library,
+            "aliases": result.aliases, "benchmark": result.benchmark, "with_findings": result.with_findings,
+            "seconds": round(result.seconds, 2),
+        })
+    else:
+        print(t("catalog.sync.done", path=result.path, library=result.library, aliases=result.aliases,
+                benchmark=result.benchmark, findings=result.with_findings, seconds=result.seconds))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.output import print_json
+
+    catalog = load_catalog(args.catalog_version)
+    recipes = catalog.filter(family=args.family, mode=args.mode, kind=args.kind)
+    if args.format == "json":
+        print_json({
+            "catalog": {"source": catalog.source, "version": catalog.version},
+            "recipes": [r.to_dict() for r in recipes],
+        })
+        return 0
+    if not recipes:
+        print(t("catalog.list.empty"))
+        return 0
+    print(t("catalog.list.header", count=len(recipes), version=catalog.version, source=catalog.source))
+    out = sys.stdout
+    for recipe in recipes:
+        layout = _layout_text(recipe)
+        marks = "!" if recipe.errors else " "
+        alias = f"  ({', '.join(recipe.aliases)})" if recipe.aliases else ""
+        out.write(f"{marks} {recipe.kind:9} {recipe.name}{alias}\n      {layout}\n")
+    return 0
+
+
+def _layout_text(recipe: Any) -> str:
+    parts = [f"TP={recipe.tp}", f"PP={recipe.pp}"]
+    if recipe.vp:
+        parts.append(f"VP={recipe.vp}")
+    parts += [f"CP={recipe.cp}", f"EP={recipe.ep}"]
+    if recipe.etp is not None:
+        parts.append(f"ETP={recipe.etp}")
+    parts += [f"SP={'on' if recipe.sp else 'off'}", f"MBS={recipe.mbs}", f"GBS={recipe.gbs}", f"seq={recipe.seq_length}"]
+    return " ".join(parts)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.output import print_json
+
+    catalog = load_catalog(args.catalog_version)
+    recipe = catalog.require(args.name, kind=args.kind)
+    if args.format == "json":
+        data = recipe.to_dict()
+        data["catalog"] = {"source": catalog.source, "version": catalog.version}
+        print_json(data)
+        return 0
+    rows = [
+        (t("catalog.show.recipe"), recipe.name),
+        (t("catalog.show.aliases"), ", ".join(recipe.aliases) or "-"),
+        (t("catalog.show.kind"), t(f"catalog.kind.{recipe.kind}")),
+        (t("catalog.show.model"), f"{recipe.model} ({recipe.family})"),
+        (t("catalog.show.mode"), recipe.mode),
+        (t("catalog.show.hardware"), recipe.hardware or "-"),
+        (t("catalog.show.gpus"), recipe.gpus if recipe.gpus is not None else "-"),
+        (t("catalog.show.precision"), recipe.precision or "-"),
+        (t("catalog.show.variant"), recipe.variant or "-"),
+        (t("catalog.show.module"), recipe.module),
+        (t("catalog.show.hf_model_id"), recipe.hf_model_id or "-"),
+        (t("catalog.show.parallelism"), _layout_text(recipe)),
+        (t("catalog.show.seq_length"), f"{recipe.seq_length} / {recipe.dataset_seq_length}"),
+        (t("catalog.show.train_iters"), recipe.train_iters),
+        (t("catalog.show.peft"), recipe.peft_scheme or "-"),
+        (t("catalog.show.dataset"), _pairs(recipe.dataset)),
+        (t("catalog.show.features"), _pairs(recipe.features)),
+    ]
+    for label, value in rows:
+        print(f"{label}: {value}")
+    print(f"{t('catalog.show.findings')}:")
+    if not recipe.findings:
+        print(f"  {t('catalog.show.no_findings')}")
+    for finding in recipe.findings:
+        print(f"  [{finding.severity}] {finding.code}: {finding.text()}")
+    return 0
+
+
+def _pairs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "-"

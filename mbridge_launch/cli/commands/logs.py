@@ -1,0 +1,70 @@
+"""`mbridge-launch logs RUN [-f]`: print a run's log files; -f follows them while the run is active
+(new per-restart logs are picked up as they appear)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from mbridge_launch.cli.main import add_common
+from mbridge_launch.base.i18n import t
+
+HELP = "print a run's log (-f: follow it while the run is active)"
+REFRESH_S = 5.0  # at most this long between two Slurm queries while following
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.runs.operations import add_ledger_argument
+
+    parser.add_argument("run", metavar="RUN", help="run name or id in the ledger")
+    parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines while the run is active")
+    parser.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
+    add_ledger_argument(parser)
+    add_common(parser, formats=())
+
+
+def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.runs.operations import open_ledger, refresh, run_log_paths
+    from mbridge_launch.rollback.lossmon import LogFollower
+
+    with open_ledger(args) as ledger:
+        record = ledger.get_run(args.run)
+        followers: dict[str, LogFollower] = {}
+        last_check = 0.0
+        finishing = False
+        refresh_s = max(args.poll, min(REFRESH_S, args.poll * 5))  # Slurm is asked every few polls
+        while True:
+            paths = run_log_paths(record)
+            if not paths and not args.follow:
+                print(t("ledger.logs.none", run=record.name, executor=record.executor,
+                        jobs=", ".join(record.job_ids) or "-"), file=sys.stderr)
+                return 1
+            wrote = False
+            for path in paths:
+                key = str(path)
+                if key not in followers:
+                    if not path.exists():
+                        if not args.follow:
+                            print(t("ledger.logs.missing", path=path), file=sys.stderr)
+                        continue
+                    followers[key] = LogFollower(path)
+                    if len(paths) > 1:
+                        print(t("ledger.logs.file_header", path=path))
+                lines = followers[key].read_new()
+                if lines:
+                    sys.stdout.write("".join(lines))
+                    wrote = True
+            if not args.follow or (finishing and not wrote):
+                # the run has ended (or we are not following): a last line without its newline too
+                sys.stdout.write("".join(f.take_partial() for f in followers.values()))
+                sys.stdout.flush()
+                return 0
+            sys.stdout.flush()
+            now = time.monotonic()
+            if record.active and now - last_check >= refresh_s:
+                last_check = now
+                record = refresh(ledger, [record])[0]
+            finishing = not record.active
+            if not wrote and not finishing:
+                time.sleep(args.poll)

@@ -1,0 +1,56 @@
+"""`mbridge-launch status RUN`: one run's state, reconciled with Slurm, and its history."""
+
+from __future__ import annotations
+
+import argparse
+
+from mbridge_launch.cli.main import add_common
+from mbridge_launch.base.i18n import t
+
+HELP = "show a run's state, reconciled with Slurm (squeue/sacct)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.runs.operations import add_ledger_argument
+
+    parser.add_argument("run", metavar="RUN", help="run name or id in the ledger")
+    add_ledger_argument(parser)
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.runs.operations import fmt_time, open_ledger, refresh
+    from mbridge_launch.base.output import print_json
+
+    with open_ledger(args) as ledger:
+        record = ledger.get_run(args.run)
+        if record.active:
+            record = refresh(ledger, [record], warn=True)[0]
+        rollbacks = ledger.rollbacks(run_ids=[r.id for r in ledger.run_chain(record.id)])
+        if args.format == "json":
+            data = record.summary()
+            data["events"] = ledger.events(record.id)
+            data["rollbacks"] = [
+                {"stamp": rb.stamp, "to_iter": rb.to_iter, "from_iter": rb.from_iter, "state": rb.state,
+                 "trigger": rb.trigger, "created_at": rb.created_at} for rb in rollbacks]
+            data["confirmations"] = ledger.confirmations(record.id)
+            data["overrides"] = ledger.overrides(record.id)
+            print_json(data)
+            return 0
+        print(t("ledger.status.run", name=record.name, id=record.id))
+        print("  " + t("ledger.status.state", state=record.state, slurm=record.slurm_state or "-"))
+        print("  " + t("ledger.status.jobs", jobs=", ".join(record.job_ids) or "-", executor=record.executor))
+        if record.watcher_job_id:
+            print("  " + t("ledger.status.watcher", job=record.watcher_job_id))
+        print("  " + t("ledger.status.plan", hash=record.plan_hash, path=record.plan_path or ""))
+        print("  " + t("ledger.status.submitted", when=fmt_time(record.submitted_at or record.created_at)))
+        if record.save_dir:
+            print("  " + t("ledger.status.save_dir", path=record.save_dir))
+        if record.log_paths:
+            print("  " + t("ledger.status.logs", paths=", ".join(record.log_paths)))
+        if record.error:
+            print("  " + t("ledger.status.error", error=record.error))
+        if rollbacks:
+            last = rollbacks[-1]
+            print("  " + t("ledger.status.rollbacks", count=len(rollbacks), to_iter=last.to_iter, state=last.state))
+    return 0

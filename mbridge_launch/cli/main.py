@@ -1,0 +1,124 @@
+"""Command-line entry point. Stays light: command modules import heavy libraries inside run().
+
+Each module in COMMANDS defines HELP, add_arguments(parser) and run(args) -> exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from mbridge_launch import __version__
+from mbridge_launch.base.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, UserError
+
+# name -> module; imported when the parser is built (argument definitions only, no heavy imports)
+COMMANDS: dict[str, str] = {
+    "recommend": "mbridge_launch.cli.commands.recommend",
+    "catalog": "mbridge_launch.cli.commands.catalog",
+    "plan": "mbridge_launch.cli.commands.plan",
+    "estimate": "mbridge_launch.cli.commands.estimate",
+    "preflight": "mbridge_launch.cli.commands.preflight",
+    "submit": "mbridge_launch.cli.commands.submit",
+    "runs": "mbridge_launch.cli.commands.runs",
+    "status": "mbridge_launch.cli.commands.status",
+    "logs": "mbridge_launch.cli.commands.logs",
+    "cancel": "mbridge_launch.cli.commands.cancel",
+    "checkpoints": "mbridge_launch.cli.commands.checkpoints",
+    "rollback": "mbridge_launch.cli.commands.rollback",
+    "watch": "mbridge_launch.cli.commands.watch",
+    "versions": "mbridge_launch.cli.commands.versions",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad arguments as one line with exit code 2, in the user's language."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        from mbridge_launch.base.i18n import t
+
+        # one line, not argparse's usage block: the flags are one --help away
+        line = t("error.see_help", message=f"{self.prog}: {message}", prog=self.prog)
+        print(t("error.prefix", message=line), file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def add_common(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")) -> None:
+    parser.add_argument("--lang", choices=("en", "zh"), help="language of messages (default: from locale)")
+    if formats:
+        parser.add_argument("--format", choices=formats, default=formats[0], help="output format")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mbridge-launch", description="Recommend, plan, preflight and launch Megatron Bridge training on Slurm.")
+    parser.add_argument("--version", action="version", version=f"mbridge-launch {__version__}")
+    # also accepted before the command (`mbridge-launch --lang zh plan ...`)
+    parser.add_argument("--lang", dest="global_lang", choices=("en", "zh"), help="language of messages (default: from locale)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # command not built yet
+            raise
+        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(_module=module)
+    return parser
+
+
+def _lang_in(argv: list[str]) -> str | None:
+    """The value of the last --lang in argv, wherever it stands (None when absent or invalid)."""
+    lang = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--lang" and i + 1 < len(argv):
+            lang = argv[i + 1]
+        elif arg.startswith("--lang="):
+            lang = arg.split("=", 1)[1]
+    return lang if lang in ("en", "zh") else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from mbridge_launch.base import i18n
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    i18n.set_lang(_lang_in(argv))  # before parsing, so that argparse's own errors are in it too
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    i18n.set_lang(getattr(args, "lang", None) or getattr(args, "global_lang", None))
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        code = args._module.run(args)
+    except UserError as exc:
+        print(i18n.t("error.prefix", message=exc.render()), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(i18n.t("interrupted"), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:
+        # the machine refused (disk full, permissions, a vanished folder): not a bug to report
+        if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
+            raise
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        message = (i18n.t("file.system_error", path=exc.filename, reason=reason) if exc.filename
+                   else i18n.t("os.error", reason=reason))
+        print(i18n.t("error.prefix", message=message), file=sys.stderr)
+        return EXIT_CHECK_FAILED
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
+            raise
+        print(i18n.t("internal_error", error=f"{type(exc).__name__}: {exc}"), file=sys.stderr)
+        return 1
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Render planner results: JSON objects and the text card with a memory bar chart against HBM.
+
+Shared by `plan` and `estimate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mbridge_launch.knowledge.hardware import Hardware
+from mbridge_launch.base.i18n import t
+from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
+from mbridge_launch.planner.rules import recompute_label
+from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, Candidate, Rejection, ranking_terms
+
+BAR_WIDTH = 40
+_COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "allowance")
+_GLYPHS = {"weights": "W", "gradients": "G", "optimizer": "O", "activations": "A", "logits": "L", "allowance": "x"}
+
+
+def budget(candidate: Candidate, tokens: float | None, gpus: int) -> dict[str, float] | None:
+    """Wall-clock hours and GPU-hours to train on `tokens` tokens at the predicted speed."""
+    if not tokens:
+        return None
+    seconds = tokens / (candidate.tokens_per_sec_per_gpu * gpus)
+    return {"tokens": tokens, "hours": seconds / 3600.0, "gpu_hours": seconds * gpus / 3600.0}
+
+
+def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None) -> dict[str, Any]:
+    L = c.layout
+    data: dict[str, Any] = {
+        "tp": L.tp, "pp": L.pp, "vp": L.vp, "cp": L.cp, "ep": L.ep, "etp": L.etp, "dp": L.dp, "sp": L.sp,
+        "mbs": L.mbs, "gbs": L.gbs, "grad_accum": L.grad_accum, "seq_length": L.seq_length, "gpus": L.world,
+        "fsdp": L.fsdp, "distributed_optimizer": L.distributed_optimizer and not L.fsdp, "recompute": L.recompute,
+        "recompute_layers": L.recompute_layers, "cp_comm_type": L.cp_comm_type, "uneven_pp": L.uneven_pp,
+        "memory_gb": c.memory.as_dict(), "memory_stage": c.memory.stage, "hbm_gb": hw.hbm_gb,
+        "memory_limit_gb": round(HEADROOM * hw.hbm_gb, 2), "fits": c.fits,
+        "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1),
+        "model_tflops_per_gpu": round(c.model_tflops_per_gpu, 1),
+        "mfu": round(c.mfu, 4),
+        "step_time_s": round(c.step_time_s, 4),
+        "time_breakdown_s": {k: round(v, 4) for k, v in c.step.breakdown.items()},
+        # what the ranking adds to log(tokens/s/GPU): memory charge, EP and CP preferences
+        "ranking_terms": {k: round(v, 4) for k, v in ranking_terms(_memory_fraction(c), L).items()},
+    }
+    spend = budget(c, tokens, L.world or 1)
+    if spend:
+        data["budget"] = {k: float(f"{v:.6g}") for k, v in spend.items()}  # small budgets keep their hours
+    return data
+
+
+# The estimate's median error on NVIDIA's published rows (benchmarks/RESULTS.md) is about 6%:
+# candidates predicted closer than that to the first are a tie as far as the model can tell.
+NEAR_TIE = 0.06
+
+
+def near_tie_count(candidates: list[Candidate]) -> int:
+    """How many of the leading candidates (the first included) are predicted within NEAR_TIE of
+    the first one's tokens/s/GPU."""
+    if not candidates:
+        return 0
+    best = candidates[0].tokens_per_sec_per_gpu
+    count = 0
+    for c in candidates:
+        if c.tokens_per_sec_per_gpu < best * (1 - NEAR_TIE):
+            break
+        count += 1
+    return count
+
+
+def near_tie_text(candidates: list[Candidate]) -> list[str]:
+    n = near_tie_count(candidates)
+    return [t("planner.near_tie", last=n, pct=NEAR_TIE), ""] if n > 1 else []
+
+
+def _memory_fraction(c: Candidate) -> float:
+    return c.memory.total / c.memory.hbm_gb if c.memory.hbm_gb else 0.0
+
+
+def rank_note(index: int, candidates: list[Candidate], lang: str | None = None) -> str | None:
+    """Why candidates[index] ranks below a layout predicted slower than it, or None when the
+    ranking above it follows the predicted speed. Names the first such layout and the ranking
+    terms (search.ranking_terms) that put it ahead."""
+    c = candidates[index]
+    slower_above = [i for i in range(index) if candidates[i].tokens_per_sec_per_gpu < c.tokens_per_sec_per_gpu]
+    if not slower_above:
+        return None
+    k = slower_above[0]
+    above = candidates[k]
+    mine = ranking_terms(_memory_fraction(c), c.layout)
+    theirs = ranking_terms(_memory_fraction(above), above.layout)
+    reasons = []
+    if mine["memory"] < theirs["memory"]:
+        reasons.append(t("planner.rank_reason.memory", lang=lang, frac=_memory_fraction(c), comfort=MEMORY_COMFORT,
+                         cost=MEMORY_PRESSURE / 10))
+    if mine["ep"] < theirs["ep"]:
+        reasons.append(t("planner.rank_reason.ep", lang=lang, ep=c.layout.ep, other=above.layout.ep))
+    if mine["cp"] < theirs["cp"]:
+        reasons.append(t("planner.rank_reason.cp", lang=lang, cp=c.layout.cp, other=above.layout.cp))
+    faster = c.tokens_per_sec_per_gpu / above.tokens_per_sec_per_gpu - 1
+    return t("planner.rank_below", lang=lang, above=k + 1, pct=faster,
+             reasons=t("planner.rank_reason.join", lang=lang).join(reasons) or "-")
+
+
+def rejected_json(rejected: dict[str, Rejection]) -> list[dict[str, Any]]:
+    out = []
+    for code, r in sorted(rejected.items(), key=lambda item: -item[1].count):
+        out.append({"code": code, "count": r.count, "example": r.example, "message": _rejection_message(r, "en")})
+    return out
+
+
+def _rejection_message(r: Rejection, lang: str | None = None) -> str:
+    if r.violation is not None:
+        return r.violation.message(lang)
+    if r.code == "PRUNED_SLOWER":
+        return t("planner.rule.pruned", lang=lang)
+    if r.code == "RULE_MEMORY":
+        return t("planner.rule.memory", lang=lang)
+    return r.code
+
+
+def _width(text: str) -> int:
+    """Terminal columns of `text` (East Asian wide characters take two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") -> list[str]:
+    """One row per component (bar scaled to HBM) and a stacked bar of the whole GPU, where '|'
+    marks the usable limit (HBM minus headroom)."""
+    scale = BAR_WIDTH / hbm_gb
+    parts = memory.as_dict()
+    lines = []
+    labels = {name: t(f"planner.memory.{name}") for name in _COMPONENTS}
+    label_width = max(_width(label) for label in labels.values())
+    for name in _COMPONENTS:
+        value = parts[name]
+        bar = "█" * int(round(value * scale))
+        label = labels[name] + " " * (label_width - _width(labels[name]))  # CJK glyphs are two columns
+        lines.append(f"{indent}  {label}  {bar:<{BAR_WIDTH}} {value:7.1f}")
+    stacked = "".join(_GLYPHS[name] * int(round(parts[name] * scale)) for name in _COMPONENTS)
+    limit = int(round(HEADROOM * hbm_gb * scale))
+    cells = list(stacked[:BAR_WIDTH * 2].ljust(max(BAR_WIDTH, len(stacked)), "."))
+    if limit < len(cells):
+        cells.insert(limit, "|")
+    overflow = " !" if memory.total > HEADROOM * hbm_gb else ""
+    lines.append(f"{indent}  [{''.join(cells)}] {memory.total:.1f}/{hbm_gb:.0f} GiB{overflow}")
+    return lines
+
+
+# How the step-time breakdown (throughput.StepEstimate.breakdown) is grouped on the card
+_TIME_GROUPS = (
+    ("compute", ("gemm", "attention", "moe", "elementwise")),
+    ("latency", ()),
+    ("comm", ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")),
+    ("pp_bubble", ()),
+    ("optimizer", ()),
+)
+_TIME_SHOWN = 0.005  # seconds; smaller parts are left off the line
+
+
+def time_line(breakdown: dict[str, float], lang: str | None = None) -> str:
+    """One line saying where the predicted step time goes: compute (by kind), host round trips,
+    exposed communication (by parallelism), pipeline bubble, optimizer; parts that round to zero
+    are left out. Tells a user what to attack (CUDA graphs for host time, a layout for comm)."""
+    parts = []
+    for group, keys in _TIME_GROUPS:
+        label = t(f"planner.time.{group}", lang=lang)
+        if not keys:
+            seconds = breakdown.get(group, 0.0)
+            if seconds >= _TIME_SHOWN:
+                parts.append(t("planner.time_single", lang=lang, label=label, seconds=seconds))
+            continue
+        items = [(key, breakdown.get(key, 0.0)) for key in keys if breakdown.get(key, 0.0) >= _TIME_SHOWN]
+        if items:
+            named = [t("planner.time_item", lang=lang, label=t(f"planner.time.{key}", lang=lang), seconds=v)
+                     for key, v in items]
+            parts.append(t("planner.time_group", lang=lang, label=label, seconds=sum(v for _, v in items),
+                           items=t("planner.time_sep_items", lang=lang).join(named)))
+    return t("planner.time_line", lang=lang, parts=t("planner.time_sep_parts", lang=lang).join(parts))
+
+
+def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None = None,
+                   ranked: list[Candidate] | None = None) -> list[str]:
+    """The card of the rank-th candidate; given the whole ranked list, it also says why it ranks
+    below a layout predicted slower (rank_note)."""
+    L = c.layout
+    lines = [t("planner.candidate", rank=rank, tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1,
+               dp=L.dp, mbs=L.mbs, recompute=recompute_label(L), fsdp=" FSDP" if L.fsdp else "")]
+    lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
+                   step=c.step_time_s))
+    lines.append(time_line(c.step.breakdown))
+    spend = budget(c, tokens, L.world or 1)
+    if spend:
+        lines.append(t("planner.budget", tokens=spend["tokens"], hours=spend["hours"], gpu_hours=spend["gpu_hours"]))
+    lines.append(t("planner.memory_title", stage=t(f"planner.stage.{c.memory.stage}"), total=c.memory.total,
+                   hbm=hw.hbm_gb, limit=HEADROOM * hw.hbm_gb, headroom=1 - HEADROOM))
+    lines.extend(memory_chart(c.memory, hw.hbm_gb))
+    note = rank_note(rank - 1, ranked) if ranked else None
+    if note:
+        lines.append(note)
+    if L.uneven_pp:
+        lines.append(t("planner.notes_uneven"))
+    return lines
+
+
+def rejected_text(rejected: dict[str, Rejection]) -> list[str]:
+    if not rejected:
+        return []
+    lines = [t("planner.rejected_title")]
+    for code, r in sorted(rejected.items(), key=lambda item: -item[1].count):
+        lines.append(t("planner.rejected_line", code=code, count=r.count, example=r.example or "-",
+                       message=_rejection_message(r)))
+    return lines

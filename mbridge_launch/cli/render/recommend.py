@@ -1,0 +1,85 @@
+"""Recommendation -> JSON object (the stable contract) or a readable card (en/zh)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mbridge_launch.base.i18n import t
+from mbridge_launch.plan.settings import override_text
+
+
+def all_changes(rec: Any, plan: Any) -> list[Any]:
+    """The recommendation's changes and the launcher's (checkpoint paths, data paths)."""
+    from mbridge_launch.recommend.to_plan import launcher_changes
+
+    return [*rec.changes, *launcher_changes(rec, plan)]
+
+
+def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
+    layout = rec.layout
+    est = rec.estimate
+    return {
+        "recipe": rec.recipe.name,
+        "alias": (rec.recipe.aliases or [None])[0],
+        "kind": rec.recipe.kind,
+        "mode": plan.mode,
+        "model": rec.model,
+        "dataset": rec.dataset,
+        "command": command,
+        "parallelism": {
+            "tp": layout.tp, "pp": layout.pp, "vp": layout.vp, "cp": layout.cp, "ep": layout.ep,
+            "etp": layout.etp, "sp": layout.sp, "dp": layout.dp, "mbs": layout.mbs, "gbs": layout.gbs,
+            "seq_length": layout.seq_length, "nodes": rec.nodes, "gpus_per_node": rec.gpus_per_node,
+            "recompute": layout.recompute, "recompute_layers": layout.recompute_layers, "fsdp": layout.fsdp,
+        },
+        "changes": [c.as_json() for c in all_changes(rec, plan)],
+        "warnings": [{"code": code, "message": message} for code, message in rec.warnings],
+        "notes": rec.notes,
+        "estimate": None if est is None else plan.estimates.model_dump(mode="json"),
+        "gpu_type": rec.hardware.name,
+        "catalog": {"source": rec.catalog.source, "version": rec.catalog.version},
+        "plan_hash": plan.plan_hash(),
+    }
+
+
+def as_card(rec: Any, plan: Any, command: str) -> str:
+    from mbridge_launch.planner.rules import recompute_label
+
+    layout = rec.layout
+    lines = [f"== {t('card.title')} =="]
+    alias = (rec.recipe.aliases or [None])[0]
+    lines.append(f"{t('card.recipe')}: {rec.recipe.name}" + (f"  ({t('card.alias')}: {alias})" if alias else ""))
+    lines.append(f"    {t('card.kind.' + rec.recipe.kind)}")
+    lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {rec.dataset}")
+    lines.append(f"{t('card.hardware')}: " + t("card.nodes", nodes=rec.nodes, per_node=rec.gpus_per_node,
+                                              gpu_type=rec.hardware.name.upper(), gpus=rec.nodes * rec.gpus_per_node))
+    vp = layout.vp if layout.vp else "-"
+    etp = layout.etp if layout.etp else "-"
+    lines.append(f"{t('card.layout')}: TP={layout.tp} PP={layout.pp} VP={vp} CP={layout.cp} EP={layout.ep} "
+                 f"ETP={etp} SP={t('card.on') if layout.sp else t('card.off')} DP={layout.dp}"
+                 + (f" {t('card.recompute')}={recompute_label(layout)}" if layout.recompute != "none" else "")
+                 + (" FSDP" if layout.fsdp else ""))
+    lines.append(f"{t('card.batch')}: " + t("card.batch_line", mbs=layout.mbs, gbs=layout.gbs,
+                                           ga=layout.gbs // max(1, layout.mbs * layout.dp), seq=layout.seq_length))
+    est = plan.estimates
+    if est.memory_gb_per_gpu is not None and est.step_time_s:
+        lines.append(f"{t('card.estimate')}: " + t("card.estimate_line", mem=est.memory_gb_per_gpu, hbm=est.hbm_gb or 0,
+                                                  step=est.step_time_s, tps=est.tokens_per_sec_per_gpu or 0,
+                                                  mfu=est.mfu or 0))
+    lines.append(f"{t('card.command')}:")
+    lines.append(f"    {command}")
+    lines.append(f"{t('card.changes')}:")
+    changes = all_changes(rec, plan)
+    if not changes:
+        lines.append(f"    {t('card.no_changes')}")
+    for c in changes:
+        lines.append(f"    [{t('change.class.' + c.change_class)}] {c.field}: {override_text(c.from_)} -> "
+                     f"{override_text(c.to)}  ({c.reason})")
+    if rec.warnings or rec.notes:
+        lines.append(f"{t('card.warnings')}:")
+        for code, message in rec.warnings:
+            lines.append(f"    ! {code}: {message}")
+        for note in rec.notes:
+            lines.append(f"    - {note}")
+    lines.append(f"{t('card.catalog')}: megatron-bridge {rec.catalog.version} ({rec.catalog.source})")
+    return "\n".join(lines)

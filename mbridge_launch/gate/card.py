@@ -1,0 +1,57 @@
+"""The plan card shown before anything is submitted: what, where, how long, what it costs."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from mbridge_launch.base import slurm_time
+from mbridge_launch.base.i18n import t
+from mbridge_launch.plan.model import Plan
+
+
+def gpu_hours(plan: Plan) -> float:
+    return plan.cluster.total_gpus * slurm_time.hours(plan.cluster.time)
+
+
+def convergence_overrides(plan: Plan) -> list[Any]:
+    return [o for o in plan.overrides if o.change_class == "convergence"]
+
+
+def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = None,
+                parent_run_id: Optional[int] = None, watcher: bool = True) -> str:
+    p, c, e = plan.parallelism, plan.cluster, plan.estimates
+    kind = t(f"card.kind.{plan.recipe.kind}")
+    lines = [f"== {t('gate.card.title')} ({plan.name}, {plan.plan_hash()}) =="]
+    if parent_run_id is not None:
+        lines.append(t("gate.card.parent", id=parent_run_id, load=plan.checkpoint.load or "-"))
+    lines.append(f"{t('card.recipe')}: {plan.recipe.name}  [{kind}]")
+    data = plan.dataset.selector + (t("gate.card.prefixes", count=len(plan.dataset.data_paths)) if plan.dataset.data_paths else "")
+    lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {data}")
+    lines.append(f"{t('card.layout')}: TP={p.tp} PP={p.pp} VP={p.vp or '-'} CP={p.cp} EP={p.ep} ETP={p.etp or '-'} "
+                 f"DP={p.dp}  MBS={p.mbs} GBS={p.gbs} seq={p.seq_length}")
+    lines.append(t("gate.card.where", nodes=c.nodes, per_node=c.gpus_per_node, gpu_type=c.gpu_type.upper(),
+                   partition=c.partition or "-", account=c.account or "-", time=c.time))
+    if e.step_time_s and e.tokens_per_sec_per_gpu:
+        lines.append(t("gate.card.speed", step=e.step_time_s, tps=e.tokens_per_sec_per_gpu,
+                       total=e.tokens_per_sec_per_gpu * c.total_gpus))
+    else:
+        lines.append(t("gate.card.speed_unknown"))
+    lines.append(t("gate.card.cost", hours=gpu_hours(plan), gpus=c.total_gpus, time=c.time))
+    conv = convergence_overrides(plan)
+    lines.append(t("gate.card.convergence", count=len(conv)))
+    for o in conv:
+        lines.append(f"    {o.key}={o.value}  ({o.reason})")
+    warnings = [(w.code, w.message) for w in plan.warnings]
+    if report is not None:
+        warnings += [(ch.code, ch.message()) for ch in report.warnings]
+    if warnings:
+        lines.append(f"{t('card.warnings')}:")
+        lines.extend(f"    ! {code}: {message}" for code, message in warnings)
+    ar = plan.auto_rollback
+    if ar.enabled:
+        spike = t("gate.card.auto_rollback_spike", factor=ar.spike_factor, window=ar.window) if ar.spike_factor else "-"
+        lines.append(t("gate.card.auto_rollback", nan=t("gate.card.yes") if ar.on_nan else t("gate.card.no"),
+                       spike=spike, max=ar.max_rollbacks))
+        lines.append("    " + (t("gate.card.watcher_job") if watcher else t("gate.card.watcher_none", name=plan.name)))
+    lines.append(t("gate.card.script", executor=executor, path=script_path))
+    return "\n".join(lines)

@@ -1,0 +1,283 @@
+"""The submission gate: preflight, the plan card, explicit confirmation, no duplicates, and the
+ledger written before and after the scheduler call.
+
+No path submits without a confirmation: typed interactively (the run name when the job is over
+the GPU-hour threshold, else "yes" or the name), or `--yes` for scripts. Without a terminal and
+without `--yes` the gate refuses. The one confirmation given elsewhere is the watcher's
+(`auto_resubmit`): the plan's auto_rollback consent, recorded as method 'auto-rollback' with the
+trigger.
+
+Resubmissions (`rollback --resubmit`, the watcher) go through `submit_gated` too, as children of
+the run they replace (`parent_run_id`); the convergence changes they add are recorded in the
+ledger's overrides table, and a preflight override of the parent is carried over with its reason.
+
+A plan with `auto_rollback.enabled` gets its watcher started as a dependent Slurm job right after
+the training job is accepted (watch_job.py; `--no-watcher` / GateOptions.watcher=False to skip, e.g.
+when a watcher already follows the run chain from a login node).
+
+Crash-safety tests set MBL_GATE_CRASH_AFTER=ledger|sbatch: the process then dies like `kill -9`
+right after the `submitting` row is written, or right after the scheduler accepted the job; the
+next command reconciles the row against Slurm (ledger_cli.open_ledger).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from mbridge_launch.base.errors import CheckFailed, UserError, writable
+from mbridge_launch.base.i18n import t
+from mbridge_launch.plan.model import Plan
+from mbridge_launch.gate.card import gpu_hours, render_card
+
+DEFAULT_THRESHOLD_GPU_HOURS = 100.0
+THRESHOLD_ENV = "MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS"
+CRASH_ENV = "MBL_GATE_CRASH_AFTER"  # fault injection for the crash-safety tests: ledger | sbatch
+AUTO_ROLLBACK_METHOD = "auto-rollback"  # the watcher's confirmations (rollback and resubmit) in the ledger
+
+
+@dataclass
+class GateOptions:
+    executor: str = "sbatch"
+    yes: bool = False
+    force: bool = False
+    reason: Optional[str] = None
+    resubmit: bool = False
+    workdir: Optional[Path] = None
+    ledger_path: Optional[str] = None
+    cluster_checks: bool = True
+    threshold_gpu_hours: Optional[float] = None
+    parent_run_id: Optional[int] = None
+    ask: Callable[[str], str] = input
+    isatty: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())
+    out: Any = None  # where the card and the report go (default stderr)
+    ledger: Any = None  # an open Ledger to use (the caller's); else opened from ledger_path
+    action: str = "submit"  # what the ledger's confirmation row says: submit | resubmit
+    # A confirmation given before the gate, by code not by a flag: only the watcher sets it
+    # (method 'auto-rollback'; the consent is the plan's auto_rollback, detail names the trigger).
+    confirmed_by: Optional[str] = None
+    confirmation_detail: dict[str, Any] = field(default_factory=dict)
+    # With `force`: the preflight error codes the reason was given for (None: any). A carried-over
+    # override covers the parent's errors, not new ones.
+    force_covers: Optional[frozenset[str]] = None
+    # Start the auto-rollback watcher job when the plan enables auto_rollback (watch_job.py).
+    watcher: bool = True
+
+
+@dataclass
+class GateResult:
+    run_id: int
+    job_ids: list[str]
+    script_path: Optional[str]
+    confirmation: str
+    watcher_job_id: Optional[str] = None
+
+
+def confirmation_threshold(value: Optional[float]) -> float:
+    if value is not None:
+        return value
+    text = os.environ.get(THRESHOLD_ENV)
+    if not text:
+        return DEFAULT_THRESHOLD_GPU_HOURS
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError("gate.threshold_invalid", value=text) from None
+
+
+def confirm_submission(plan: Plan, options: GateOptions) -> str:
+    """How the submission was confirmed ('flag-yes', 'typed-yes', 'typed-name', or the caller's
+    `confirmed_by`), or CheckFailed."""
+    if options.confirmed_by:
+        return options.confirmed_by
+    if options.yes:
+        return "flag-yes"
+    if not options.isatty():
+        raise CheckFailed("gate.no_tty", action=t(f"gate.action.{options.action}"))
+    hours = gpu_hours(plan)
+    threshold = confirmation_threshold(options.threshold_gpu_hours)
+    need_name = hours > threshold
+    prompt = (t("gate.prompt_name", hours=hours, threshold=threshold, name=plan.name) if need_name
+              else t("gate.prompt_yes", name=plan.name))
+    try:
+        answer = options.ask(prompt).strip()
+    except EOFError:
+        answer = ""
+    if answer == plan.name:
+        return "typed-name"
+    if not need_name and answer.lower() in ("yes", "y"):
+        return "typed-yes"
+    raise CheckFailed("gate.aborted")
+
+
+def confirm_cancel(run: Any, *, yes: bool, ask: Callable[[str], str] = input,
+                   isatty: Callable[[], bool] = lambda: sys.stdin.isatty()) -> str:
+    """`cancel RUN` is gated like submit, stricter: only the typed run name (or --yes) stops a job."""
+    if yes:
+        return "flag-yes"
+    if not isatty():
+        raise CheckFailed("gate.no_tty", action=t("gate.action.cancel"))
+    try:
+        answer = ask(t("gate.prompt_cancel", name=run.name, jobs=", ".join(run.job_ids) or "-"))
+    except EOFError:
+        answer = ""
+    if answer.strip() != run.name:
+        raise CheckFailed("gate.cancel_aborted")
+    return "typed-name"
+
+
+def _write_review_copy(plan: Plan, rendered: Any, workdir: Path) -> Path:
+    """The exact script, on disk before confirmation so that the card can point at it. For sbatch
+    it is the very file that is submitted; other executors get a preview copy beside it."""
+    from mbridge_launch.base.atomic import atomic_write_text
+
+    name, text = next(iter(rendered.files.items())) if rendered.files else (f"{plan.name}.{rendered.executor}.txt", rendered.text)
+    if rendered.executor != "sbatch":
+        name = f"{plan.name}-{plan.plan_hash()}.{rendered.executor}.preview.sh"
+    return atomic_write_text(workdir / Path(name).name, text, mode=0o644)
+
+
+def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] = None,
+                 plan_text: Optional[str] = None) -> GateResult:
+    from mbridge_launch.runs import ledger as L
+    from mbridge_launch.executors.launch import submit_plan
+    from mbridge_launch.runs.operations import refresh
+    from mbridge_launch.preflight.runner import run_preflight
+
+    out = options.out or sys.stderr
+    workdir = Path(options.workdir or Path.cwd()).resolve()
+    if options.force and not (options.reason or "").strip():
+        raise UserError("gate.force_needs_reason")
+    ledger = options.ledger if options.ledger is not None else _open_ledger(options.ledger_path)
+    try:
+        plan_hash = plan.plan_hash()
+        active = ledger.active_runs_with_plan_hash(plan_hash)
+        if active and not options.resubmit:
+            active = [r for r in refresh(ledger, active) if r.active]
+        if active and not options.resubmit:
+            run = active[0]
+            raise CheckFailed("gate.duplicate", hash=plan_hash, run=run.name, id=run.id, state=run.state,
+                              jobs=", ".join(run.job_ids) or "-")
+
+        report = run_preflight(plan, cluster=options.cluster_checks, plan_text=plan_text)
+        from mbridge_launch.cli.commands.preflight import render_text
+
+        print(render_text(report, plan.name), file=out)
+        if report.errors and not options.force:
+            raise CheckFailed("gate.preflight_failed", count=len(report.errors))
+        uncovered = sorted(set(report.codes("error")) - options.force_covers) if options.force_covers is not None else []
+        if report.errors and uncovered:
+            raise CheckFailed("gate.preflight_failed_uncovered", codes=", ".join(uncovered))
+
+        rendered = submit_plan(plan, options.executor, workdir, dry_run=True)
+        with writable(workdir):
+            workdir.mkdir(parents=True, exist_ok=True)
+            script = _write_review_copy(plan, rendered, workdir)
+        print(render_card(plan, executor=options.executor, script_path=str(script), report=report,
+                          parent_run_id=options.parent_run_id, watcher=options.watcher), file=out)
+        method = confirm_submission(plan, options)
+        changes = _convergence_changes(ledger, options.parent_run_id, plan)
+
+        fields = dict(name=plan.name, plan_hash=plan_hash, plan_yaml=plan.to_yaml(), executor=options.executor,
+                      plan_path=os.path.abspath(plan_path) if plan_path else None,
+                      cluster=plan.cluster.model_dump(mode="json"), script_path=str(script),
+                      script_text=rendered.text, work_dir=str(workdir), save_dir=L.plan_save_dir(plan, workdir),
+                      parent_run_id=options.parent_run_id)
+        with ledger.submission(**fields) as sub:
+            ledger.record_confirmation(sub.record.id, options.action, method,
+                                       {"gpu_hours": gpu_hours(plan), **options.confirmation_detail})
+            if report.errors:
+                ledger.record_override(sub.record.id, "preflight", options.reason or "",
+                                       {"errors": report.codes("error")})
+                print(t("warning.prefix", message=t("gate.forced", reason=options.reason)), file=out)
+            for check in report.find("plan.check_accepted"):  # estimates the plan accepts, with why
+                ledger.record_override(sub.record.id, "accepted", str(check.params["reason"]),
+                                       {"code": check.params["code"]})
+            for change in changes:
+                ledger.record_override(sub.record.id, "convergence", change["reason"], change)
+            _crash_point("ledger")
+            result = submit_plan(plan, options.executor, workdir, dry_run=False)
+            _crash_point("sbatch")
+            record = sub.done(result)
+        watcher_job = None
+        if plan.auto_rollback.enabled and options.watcher and record.job_ids:
+            from mbridge_launch.gate.watcher_job import submit_watcher_job
+
+            watcher_job = submit_watcher_job(ledger, record, out=out)
+        return GateResult(record.id, list(result.job_ids), str(result.script_path or script), method, watcher_job)
+    finally:
+        if options.ledger is None:
+            ledger.close()
+
+
+def _crash_point(where: str) -> None:
+    """Die like `kill -9` at `where` when the crash-safety tests ask for it (MBL_GATE_CRASH_AFTER):
+    no exception handler, no cleanup, so the ledger keeps exactly what was committed."""
+    if os.environ.get(CRASH_ENV) == where:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(137)
+
+
+def _convergence_changes(ledger: Any, parent_run_id: Optional[int], plan: Plan) -> list[dict[str, Any]]:
+    """The convergence-class overrides a resubmission adds or changes relative to its parent run
+    (a new seed, skipped iterations, ...): each is recorded in the ledger's overrides table."""
+    if parent_run_id is None:
+        return []
+    try:
+        before = {o.key: o.value for o in ledger.get_run(parent_run_id).plan().overrides}
+    except UserError:
+        before = {}
+    return [{"key": o.key, "value": o.value, "previous": before.get(o.key), "reason": o.reason,
+             "parent_run_id": parent_run_id}
+            for o in plan.overrides if o.change_class == "convergence" and before.get(o.key) != o.value]
+
+
+def _open_ledger(path: Optional[str]) -> Any:
+    """The ledger, with rows left `submitting` by a crashed submit reconciled first."""
+    import argparse
+
+    from mbridge_launch.runs.operations import open_ledger
+
+    return open_ledger(argparse.Namespace(ledger=path))
+
+
+# ---------------------------------------------------------------------- resubmissions
+def resubmit_options(ledger: Any, run: Any, **changes: Any) -> GateOptions:
+    """Gate options for submitting `run` again after a rollback: its executor and submit directory,
+    the open ledger, the run as parent. A preflight override recorded for the run is carried over
+    (with its reason) for the errors it was given for, so a run that needed --force does not stop
+    at its own resubmission, while a new error still does."""
+    options = GateOptions(executor=run.executor, workdir=Path(run.work_dir) if run.work_dir else None,
+                          ledger=ledger, parent_run_id=run.id, action="resubmit")
+    inherited = [o for o in ledger.overrides(run.id) if o["kind"] == "preflight"]
+    if inherited:
+        options.force = True
+        options.reason = t("gate.inherited_reason", lang="en", id=run.id, reason=inherited[-1]["reason"])
+        options.force_covers = frozenset(inherited[-1]["detail"].get("errors", []))
+    for key, value in changes.items():
+        setattr(options, key, value)
+    return options
+
+
+def auto_resubmit(ledger: Any, run: Any, to_iter: int, trigger: Any, *, start_watcher: bool = False) -> Any:
+    """The watcher's resubmission (a `watch.ResubmitHook`), through the gate: the plan with the
+    trigger's batch skipped, non-interactive, confirmed by the plan's auto_rollback (recorded as
+    'auto-rollback' with the trigger); no duplicate check, the previous run was just cancelled.
+    `start_watcher`: a watcher job for the new run (the watcher that calls this is a job that
+    stops after one run); a watcher on a login node follows the new run itself."""
+    from mbridge_launch.watch.watcher import auto_rollback_plan
+
+    detail = {"reason": "plan.auto_rollback", "trigger": trigger.as_dict(), "to_iter": to_iter,
+              "parent_run_id": run.id}
+    options = resubmit_options(ledger, run, resubmit=True, confirmed_by=AUTO_ROLLBACK_METHOD,
+                               confirmation_detail=detail, watcher=start_watcher)
+    try:
+        result = submit_gated(auto_rollback_plan(run, to_iter, trigger), options)
+    except CheckFailed as exc:
+        raise CheckFailed("gate.auto_resubmit_refused", run=run.name, iteration=to_iter,
+                          reason=exc.render()) from None
+    return ledger.get_run(result.run_id)

@@ -1,0 +1,302 @@
+"""The recipe catalog at run time: catalog/megatron-bridge-<version>.yaml, loaded fast.
+
+Several versions may sit side by side; `load_catalog()` takes the newest, `load_catalog("0.6.2")`
+a given one. The files are written by `mbridge-launch catalog sync` (catalog_sync/writer.py) in a
+YAML subset whose nested values are JSON, so this module reads them line by line with `json`
+(a few tens of milliseconds for ~1000 recipes, where a YAML parser takes most of a second); a
+file that does not follow that subset (edited by hand) is read with PyYAML instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from mbridge_launch.base.errors import UserError
+
+_FILE_RE = re.compile(r"^megatron-bridge-(?P<version>.+)\.yaml$")
+
+# Recipe attribute -> Megatron field name, in the catalog's order.
+MEGATRON_NAMES: dict[str, str] = {
+    "tp": "tensor_model_parallel_size",
+    "pp": "pipeline_model_parallel_size",
+    "vp": "virtual_pipeline_model_parallel_size",
+    "cp": "context_parallel_size",
+    "ep": "expert_model_parallel_size",
+    "etp": "expert_tensor_parallel_size",
+    "sp": "sequence_parallel",
+    "mbs": "micro_batch_size",
+    "gbs": "global_batch_size",
+    "seq_length": "seq_length",
+    "dataset_seq_length": "dataset_seq_length",
+    "train_iters": "train_iters",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    severity: str = "warning"
+    message_zh: str = ""
+
+    def text(self, lang: str | None = None) -> str:
+        from mbridge_launch.base.i18n import current_lang
+
+        return self.message_zh if (lang or current_lang()) == "zh" and self.message_zh else self.message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "severity": self.severity, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    kind: str  # library | benchmark
+    aliases: list[str] = field(default_factory=list)
+    family: str | None = None
+    model: str | None = None
+    mode: str | None = None  # pretrain | sft | peft
+    hardware: str | None = None
+    gpus: int | None = None
+    precision: str | None = None
+    variant: str | None = None
+    module: str | None = None
+    raises_not_implemented: bool = False
+    hf_model_id: str | None = None
+    tp: int | None = None
+    pp: int | None = None
+    vp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    sp: bool | None = None
+    mbs: int | None = None
+    gbs: int | None = None
+    seq_length: int | None = None
+    dataset_seq_length: int | None = None
+    train_iters: int | None = None
+    peft_scheme: str | None = None  # lora | dora | None
+    dataset: dict[str, Any] = field(default_factory=dict)
+    features: dict[str, Any] = field(default_factory=dict)
+    env_vars: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def is_benchmark(self) -> bool:
+        return self.kind == "benchmark"
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    def megatron_fields(self) -> dict[str, Any]:
+        """The layout under Megatron's names (tensor_model_parallel_size, ...)."""
+        return {megatron: getattr(self, attr) for attr, megatron in MEGATRON_NAMES.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for other tools: identity, then Megatron field names, then the rest."""
+        data: dict[str, Any] = {
+            "name": self.name, "aliases": list(self.aliases), "kind": self.kind, "family": self.family,
+            "model": self.model, "mode": self.mode, "hardware": self.hardware, "gpus": self.gpus,
+            "precision": self.precision, "variant": self.variant, "module": self.module,
+            "raises_not_implemented": self.raises_not_implemented, "hf_model_id": self.hf_model_id,
+        }
+        data.update(self.megatron_fields())
+        data.update({
+            "peft_scheme": self.peft_scheme, "dataset": dict(self.dataset), "features": dict(self.features),
+            "env_vars": dict(self.env_vars), "findings": [f.to_dict() for f in self.findings],
+        })
+        return data
+
+
+def _recipe_from_data(data: dict[str, Any]) -> Recipe:
+    values = {attr: data.get(megatron) for attr, megatron in MEGATRON_NAMES.items()}
+    findings = [
+        Finding(f.get("code", "?"), f.get("message", ""), f.get("severity", "warning"), f.get("message_zh", ""))
+        for f in data.get("findings") or []
+    ]
+    return Recipe(
+        name=data["name"], kind=data["kind"], aliases=list(data.get("aliases") or []), family=data.get("family"),
+        model=data.get("model"), mode=data.get("mode"), hardware=data.get("hardware"), gpus=data.get("gpus"),
+        precision=data.get("precision"), variant=data.get("variant"), module=data.get("module"),
+        raises_not_implemented=bool(data.get("raises_not_implemented")), hf_model_id=data.get("hf_model_id"),
+        peft_scheme=data.get("peft_scheme"), dataset=data.get("dataset") or {}, features=data.get("features") or {},
+        env_vars=data.get("env_vars") or {}, findings=findings, **values,
+    )
+
+
+class Catalog:
+    def __init__(self, version: str, source: str, recipes: list[Recipe], meta: dict[str, Any] | None = None) -> None:
+        self.version = version
+        self.source = source  # the catalog file name
+        self.recipes = recipes
+        self.meta = meta or {}
+        self._by_name: dict[str, list[Recipe]] = {}
+        for recipe in recipes:
+            for name in (recipe.name, *recipe.aliases):
+                self._by_name.setdefault(name, []).append(recipe)
+
+    def get(self, name_or_alias: str, kind: str | None = None) -> Recipe | None:
+        """A recipe by canonical name or legacy alias. Ten benchmark functions share their name with a
+        library recipe; without `kind` the library one wins (the one meant for real training)."""
+        candidates = self._by_name.get(name_or_alias, [])
+        if kind is not None:
+            candidates = [r for r in candidates if r.kind == kind]
+        for recipe in candidates:
+            if recipe.kind == "library":
+                return recipe
+        return candidates[0] if candidates else None
+
+    def require(self, name_or_alias: str, kind: str | None = None) -> Recipe:
+        recipe = self.get(name_or_alias, kind)
+        if recipe is None:
+            close = self.closest(name_or_alias)
+            if close:
+                raise UserError("catalog.unknown_recipe", name=name_or_alias, choices=", ".join(close))
+            raise UserError("catalog.unknown_recipe_none", name=name_or_alias)
+        return recipe
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def closest(self, name: str, count: int = 5) -> list[str]:
+        return difflib.get_close_matches(name, self.names(), n=count, cutoff=0.5)
+
+    def by_model(self, model_token: str) -> list[Recipe]:
+        return [r for r in self.recipes if r.model == model_token]
+
+    def models(self) -> list[str]:
+        return sorted({r.model for r in self.recipes if r.model})
+
+    def filter(self, family: str | None = None, mode: str | None = None, kind: str | None = None) -> list[Recipe]:
+        return [
+            r for r in self.recipes
+            if (family is None or r.family == family) and (mode is None or r.mode == mode) and (kind is None or r.kind == kind)
+        ]
+
+
+# --- files -------------------------------------------------------------------------------------------
+def _version_key(version: str) -> tuple:
+    parts = re.split(r"[.+-]", version)
+    return tuple((0, int(p), "") if p.isdigit() else (-1, 0, p) for p in parts)
+
+
+def _catalog_dir(directory: str | Path | None) -> Path:
+    if directory is not None:
+        return Path(directory)
+    from mbridge_launch.base.resources import catalog_dir
+
+    return catalog_dir()
+
+
+def available_versions(directory: str | Path | None = None) -> list[str]:
+    """Megatron Bridge versions with a catalog file, oldest first."""
+    folder = _catalog_dir(directory)
+    versions = [m["version"] for p in folder.glob("megatron-bridge-*.yaml") if (m := _FILE_RE.match(p.name))]
+    return sorted(versions, key=_version_key)
+
+
+def load_catalog(version: str | None = None, directory: str | Path | None = None) -> Catalog:
+    folder = _catalog_dir(directory)
+    versions = available_versions(folder)
+    if not versions:
+        raise UserError("catalog.none", path=str(folder))
+    chosen = versions[-1] if version is None else version
+    if chosen not in versions:
+        raise UserError("catalog.unknown_version", version=version, choices=", ".join(versions))
+    path = folder / f"megatron-bridge-{chosen}.yaml"
+    stat = path.stat()
+    return _load_file(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _load_file(path: str, mtime_ns: int, size: int) -> Catalog:  # mtime and size key the cache
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = parse_catalog_text(text)
+    except ValueError:
+        data = _parse_yaml(text, path)
+    try:
+        recipes = [_recipe_from_data(r) for r in data.get("recipes") or []]
+        version = str(data["megatron_bridge_version"])
+    except (KeyError, TypeError) as exc:
+        raise UserError("catalog.invalid", path=path, reason=f"missing {exc}") from None
+    meta = {k: v for k, v in data.items() if k != "recipes"}
+    return Catalog(version, Path(path).name, recipes, meta)
+
+
+def _parse_yaml(text: str, path: str) -> dict[str, Any]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        raise UserError("yaml.invalid", path=path, reason=str(exc).splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise UserError("catalog.invalid", path=path, reason="not a mapping")
+    return data
+
+
+_INT = re.compile(r"^-?\d+$")
+
+
+def _scalar(raw: str) -> Any:
+    if not raw:
+        raise ValueError("empty value")
+    first = raw[0]
+    if first in "{[\"":
+        return json.loads(raw)
+    if raw == "null":
+        return None
+    if raw == "true":
+        return True
+    if raw == "false":
+        return False
+    if _INT.match(raw):
+        return int(raw)
+    if first.isdigit() or first in "-.":
+        return float(raw)
+    return raw  # a plain string (the writer quotes anything else)
+
+
+def parse_catalog_text(text: str) -> dict[str, Any]:
+    """Read the writer's YAML subset; ValueError on anything outside it (then PyYAML reads it)."""
+    data: dict[str, Any] = {}
+    recipes: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        if line.startswith("  - "):
+            if current is None or not isinstance(current.get("findings"), list):
+                raise ValueError("list item outside findings")
+            current["findings"].append(json.loads(line[4:]))
+            continue
+        if line.startswith("- "):
+            current = {}
+            recipes.append(current)
+            body, target = line[2:], current
+        elif line.startswith("  "):
+            if current is None:
+                raise ValueError("indented line outside a recipe")
+            body, target = line[2:], current
+        else:
+            if line == "recipes:":
+                data["recipes"] = recipes
+                continue
+            body, target = line, data
+        key, sep, raw = body.partition(": ")
+        if not sep:
+            if body.endswith(":") and " " not in body:
+                target[body[:-1]] = []
+                continue
+            raise ValueError(f"unexpected line: {line[:40]}")
+        target[key] = _scalar(raw)
+    return data

@@ -1,0 +1,152 @@
+"""Read a Hugging Face config.json into a ModelArch (models the catalog does not know).
+
+Understands Llama / Mistral / Qwen2 / Qwen3 / Qwen3-MoE / Mixtral / DeepSeek-V3 / GPT-OSS /
+Gemma / Nemotron-H style keys, and nested `text_config` of vision-language models. An unknown
+model_type works as long as the basic keys are there; missing keys are named in the error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge.models import ModelArch
+
+# Our field -> the config.json keys that carry it, first match wins.
+_KEYS: dict[str, tuple[str, ...]] = {
+    "num_layers": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
+    "hidden_size": ("hidden_size", "d_model", "n_embd", "dim"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "n_heads"),
+    "num_query_groups": ("num_key_value_heads", "num_query_groups", "n_kv_heads"),
+    "ffn_hidden_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+    "kv_channels": ("head_dim", "kv_channels"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "seq_length"),
+    "rope_theta": ("rope_theta",),
+    "num_moe_experts": ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
+    "moe_router_topk": ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k"),
+    "moe_ffn_hidden_size": ("moe_intermediate_size", "expert_intermediate_size"),
+    "moe_first_dense_layers": ("first_k_dense_replace",),
+    "q_lora_rank": ("q_lora_rank",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "qk_head_dim": ("qk_nope_head_dim",),
+    "qk_pos_emb_head_dim": ("qk_rope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+    "mtp_num_layers": ("num_nextn_predict_layers", "mtp_num_layers"),
+    "hybrid_layer_pattern": ("hybrid_override_pattern",),
+    "mamba_state_dim": ("ssm_state_size", "mamba_state_dim"),
+    "mamba_head_dim": ("mamba_head_dim",),
+    "mamba_num_groups": ("n_groups", "mamba_n_groups"),
+    "mamba_num_heads": ("mamba_num_heads",),
+    "sliding_window": ("sliding_window",),
+}
+_BASIC = ("num_layers", "hidden_size", "num_attention_heads", "vocab_size")
+_NON_GATED_ACTS = ("relu2", "gelu_new", "gelu_pytorch_tanh_nongated", "squared_relu", "relu")
+
+
+def _config_file(path: str | Path) -> Path:
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.is_file():
+        raise UserError("models.hf_config_missing", path=str(p))
+    return p
+
+
+def _first(config: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = config.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def read_hf_config(path: str | Path) -> ModelArch:
+    file = _config_file(path)
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError("models.hf_config_invalid", path=str(file), reason=str(exc).splitlines()[0]) from None
+    if not isinstance(raw, dict):
+        raise UserError("models.hf_config_invalid", path=str(file), reason="not a JSON object")
+    # Vision-language models keep the language model under text_config (llm_config for some).
+    config = dict(raw)
+    for nested in ("text_config", "llm_config", "language_config"):
+        if isinstance(raw.get(nested), dict):
+            config = {**raw, **raw[nested]}
+            break
+    values: dict[str, Any] = {}
+    for name, keys in _KEYS.items():
+        value = _first(config, keys)
+        if value is not None:
+            values[name] = value
+    missing = [k for k in _BASIC if k not in values]
+    if "ffn_hidden_size" not in values and "moe_ffn_hidden_size" not in values:
+        missing.append("ffn_hidden_size")
+    if missing:
+        wanted = ", ".join(f"{name} ({' / '.join(_KEYS[name][:2])})" for name in missing)
+        raise UserError("models.hf_config_keys", path=str(file), keys=wanted)
+
+    model_type = str(config.get("model_type") or "")
+    _fill_moe(values, config, model_type)
+    _fill_attention(values, config, model_type)
+    act = str(config.get("hidden_act") or config.get("hidden_activation") or config.get("mlp_hidden_act") or "silu")
+    values["gated_linear_unit"] = act not in _NON_GATED_ACTS and model_type not in ("gpt2", "gpt_bigcode", "opt")
+    values["share_embeddings_and_output_weights"] = bool(config.get("tie_word_embeddings", False))
+    if values.get("hybrid_layer_pattern") and "num_layers" in values:
+        values["num_layers"] = len(values["hybrid_layer_pattern"])
+    name = _model_name(raw, file)
+    hf_id = raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) and "/" in raw.get("_name_or_path", "") else None
+    ints = {k: int(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "rope_theta"}
+    values.update(ints)
+    return ModelArch(name=name, hf_model_id=hf_id, sources=(f"hf-config:{file}",), **values)
+
+
+def _fill_moe(values: dict[str, Any], config: dict[str, Any], model_type: str) -> None:
+    experts = values.get("num_moe_experts")
+    if not experts:
+        values.pop("moe_router_topk", None)
+        return
+    if "moe_ffn_hidden_size" not in values:
+        # Mixtral / GPT-OSS: intermediate_size is the expert size and every layer is MoE.
+        values["moe_ffn_hidden_size"] = values.get("ffn_hidden_size")
+    shared = config.get("shared_expert_intermediate_size") or config.get("moe_shared_expert_intermediate_size")
+    if shared is None and config.get("n_shared_experts"):
+        shared = int(config["n_shared_experts"]) * int(values["moe_ffn_hidden_size"])
+    if shared:
+        values["moe_shared_expert_intermediate_size"] = int(shared)
+    # Qwen-MoE: decoder_sparse_step / mlp_only_layers; only a leading dense block is modelled.
+    mlp_only = config.get("mlp_only_layers") or []
+    if mlp_only and "moe_first_dense_layers" not in values:
+        leading = 0
+        while leading in mlp_only:
+            leading += 1
+        values["moe_first_dense_layers"] = leading
+
+
+def _fill_attention(values: dict[str, Any], config: dict[str, Any], model_type: str) -> None:
+    if "q_lora_rank" in values and values["q_lora_rank"] is None:
+        values.pop("q_lora_rank")
+    if values.get("kv_lora_rank"):
+        values["num_query_groups"] = values["num_attention_heads"]  # MLA has no GQA
+    window = values.get("sliding_window")
+    if window is not None and config.get("use_sliding_window") is False:
+        values.pop("sliding_window")
+    elif window is not None:
+        layer_types = config.get("layer_types")
+        if isinstance(layer_types, list) and "full_attention" in layer_types:
+            period = layer_types.index("full_attention") + 1
+            values["sliding_window_pattern"] = period
+        elif config.get("sliding_window_pattern"):
+            values["sliding_window_pattern"] = int(config["sliding_window_pattern"])
+        elif model_type.startswith("gemma2"):
+            values["sliding_window_pattern"] = 2
+
+
+def _model_name(raw: dict[str, Any], file: Path) -> str:
+    name = raw.get("_name_or_path")
+    if isinstance(name, str) and name.strip():
+        return "hf:" + name.strip().rstrip("/").split("/")[-1]
+    return "hf:" + (file.parent.name or "config")

@@ -1,0 +1,180 @@
+"""What a recommended run trains with: the recipe's settings (catalog features and dataset) with
+the user's trailing KEY=VALUE overrides on top. The pitfalls, the layout and the "from" side of
+every listed change read settings through here, so that an override is never missed because it
+names the other of two equivalent ConfigContainer fields (Bridge keeps, for example,
+rng.te_rng_tracker and model.use_te_rng_tracker in sync)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.plan.overrides import is_on
+
+# Values that switch a setting off, as the catalog stores them and as users write them.
+
+# Bridge's default checkpoint folder (recipes/common.py: <cwd>/nemo_experiments/default/checkpoints),
+# the "from" of the explicit per-run paths a launcher sets (facts section 4).
+RECIPE_DEFAULT_CHECKPOINT_DIR = "nemo_experiments/default/checkpoints"
+
+# --precision -> Megatron Bridge mixed-precision recipe name (training/mixed_precision.py), the
+# value of the `mixed_precision=` override that switches a recipe to that precision.
+MIXED_PRECISION = {
+    "bf16": "bf16_mixed",
+    "fp8cs": "bf16_with_fp8_current_scaling_mixed",
+    "fp8mx": "bf16_with_mxfp8_mixed",
+    "fp8sc": "bf16_with_fp8_subchannel_scaling_mixed",
+    "fp8ds": "bf16_with_fp8_delayed_scaling_mixed",
+    "nvfp4": "bf16_with_nvfp4_mixed",
+}
+
+# Megatron Core needs a method and a layer count with full recompute; Bridge's FSDP recipes shard
+# optimizer state, gradients and parameters. Used by recommend's resize and by `plan -o`.
+FULL_RECOMPUTE_SETTINGS = {"model.recompute_method": "uniform", "model.recompute_num_layers": 1}
+FSDP_SHARDING_STRATEGY = "optim_grads_params"
+
+# ConfigContainer path -> where the catalog keeps the recipe's value: ("attr", name) for a Recipe
+# attribute, ("dataset", key) for the recipe's dataset record, ("feature", key) for its features.
+_RECIPE_FIELDS: dict[str, tuple[str, str]] = {
+    "model.tensor_model_parallel_size": ("attr", "tp"),
+    "model.pipeline_model_parallel_size": ("attr", "pp"),
+    "model.virtual_pipeline_model_parallel_size": ("attr", "vp"),
+    "model.context_parallel_size": ("attr", "cp"),
+    "model.expert_model_parallel_size": ("attr", "ep"),
+    "model.expert_tensor_parallel_size": ("attr", "etp"),
+    "model.sequence_parallel": ("attr", "sp"),
+    "train.micro_batch_size": ("attr", "mbs"),
+    "train.global_batch_size": ("attr", "gbs"),
+    "model.seq_length": ("attr", "seq_length"),
+    "dataset.seq_length": ("attr", "dataset_seq_length"),
+    "train.train_iters": ("attr", "train_iters"),
+    "dataset.enable_offline_packing": ("dataset", "offline_packing"),
+    "dataset.enable_in_batch_packing": ("dataset", "in_batch_packing"),
+    "mixed_precision": ("feature", "precision_recipe"),
+    "rng.te_rng_tracker": ("feature", "te_rng_tracker"),
+    "ddp.use_megatron_fsdp": ("feature", "use_megatron_fsdp"),
+    "dist.use_megatron_fsdp": ("feature", "use_megatron_fsdp"),
+    "ddp.overlap_grad_reduce": ("feature", "overlap_grad_reduce"),
+    "ddp.overlap_param_gather": ("feature", "overlap_param_gather"),
+    "ddp.data_parallel_sharding_strategy": ("feature", "data_parallel_sharding_strategy"),
+    "ddp.use_distributed_optimizer": ("feature", "use_distributed_optimizer"),
+    "optimizer.use_distributed_optimizer": ("feature", "use_distributed_optimizer"),
+    "comm_overlap.tp_comm_overlap": ("feature", "tp_comm_overlap"),
+}
+
+
+
+def override_text(value: Any) -> str:
+    """A value as written after KEY= on the run_recipe.py line (Hydra syntax: null, true, false)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def recipe_default(recipe: Any, path: str) -> Any:
+    """The recipe's value of a ConfigContainer path, when the catalog records it (else None)."""
+    where = _RECIPE_FIELDS.get(path)
+    if where is None:
+        leaf = path.rsplit(".", 1)[-1]
+        if path.startswith("model.") and leaf in (recipe.features or {}):
+            return recipe.features[leaf]
+        return None
+    kind, name = where
+    if kind == "attr":
+        return getattr(recipe, name, None)
+    if kind == "dataset":
+        return (recipe.dataset or {}).get(name)
+    return (recipe.features or {}).get(name)
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Any
+    by_user: bool  # set by one of the user's trailing overrides
+
+
+def setting(recipe: Any, overrides: dict[str, str], paths: tuple[str, ...]) -> Setting:
+    """The user's value for the first of `paths` they override, else the recipe's. `by_user` only
+    when the override differs from the recipe's value (restating the default changes nothing)."""
+    for path in paths:
+        if path in overrides:
+            default = recipe_default(recipe, path)
+            same = default is not None and override_text(default).lower() == overrides[path].strip().lower()
+            return Setting(overrides[path], not same)
+    for path in paths:
+        value = recipe_default(recipe, path)
+        if value is not None:
+            return Setting(value, False)
+    return Setting(None, False)
+
+
+def cuda_graphs(recipe: Any, overrides: dict[str, str]) -> Setting:
+    impl = setting(recipe, overrides, ("model.cuda_graph_impl",))
+    if is_on(impl.value):
+        return Setting(True, impl.by_user)
+    legacy = setting(recipe, overrides, ("model.enable_cuda_graph",))
+    if is_on(legacy.value):
+        return Setting(True, legacy.by_user)
+    return Setting(False, impl.by_user or legacy.by_user)
+
+
+def offline_packing(recipe: Any, overrides: dict[str, str]) -> Setting:
+    found = setting(recipe, overrides, ("dataset.enable_offline_packing",))
+    return Setting(is_on(found.value), found.by_user)
+
+
+def packing_padding_disabled_by_user(overrides: dict[str, str]) -> bool:
+    """The user turned off the static padding that packed CUDA graphs need."""
+    keys = ("dataset.pad_to_max_length", "dataset.offline_packing_specs.pad_cu_seqlens",
+            "dataset.dataset_kwargs.pad_to_max_length")
+    return any(key in overrides and not is_on(overrides[key]) for key in keys)
+
+
+def te_rng_tracker(recipe: Any, overrides: dict[str, str]) -> bool:
+    """Bridge turns the tracker on everywhere when either field is true (ConfigContainer.validate)."""
+    model = setting(recipe, overrides, ("model.use_te_rng_tracker",))
+    rng = setting(recipe, overrides, ("rng.te_rng_tracker",))
+    return is_on(model.value) or is_on(rng.value)
+
+
+def recompute(recipe: Any, overrides: dict[str, str]) -> str:
+    found = setting(recipe, overrides, ("model.recompute_granularity",))
+    value = str(found.value).strip().lower() if is_on(found.value) else "none"
+    return value if value in ("selective", "full") else "none"
+
+
+def full_recompute_settings(layers: int | None) -> dict[str, Any]:
+    """Megatron Core's method and layer count for full recompute of every layer (None), or of the
+    first `layers` layers of each pipeline chunk (block method: the rest keep their activations)."""
+    if layers is None:
+        return dict(FULL_RECOMPUTE_SETTINGS)
+    return {"model.recompute_method": "block", "model.recompute_num_layers": layers}
+
+
+def recompute_layers(recipe: Any, overrides: dict[str, str]) -> int | None:
+    """N when full recompute covers only N layers per chunk (recompute_method=block), else None."""
+    if recompute(recipe, overrides) != "full":
+        return None
+    method = setting(recipe, overrides, ("model.recompute_method",)).value
+    if str(method).strip().lower() != "block":
+        return None
+    found = setting(recipe, overrides, ("model.recompute_num_layers",))
+    try:
+        layers = int(str(found.value).strip())
+    except ValueError:
+        raise UserError("recommend.override_int", setting="model.recompute_num_layers", value=found.value) from None
+    if layers < 1:
+        raise UserError("recommend.override_int", setting="model.recompute_num_layers", value=found.value)
+    return layers
+
+
+def megatron_fsdp(recipe: Any, overrides: dict[str, str]) -> bool:
+    return is_on(setting(recipe, overrides, ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")).value)
+
+
+def overlap_grad_reduce(recipe: Any, overrides: dict[str, str]) -> Setting:
+    found = setting(recipe, overrides, ("ddp.overlap_grad_reduce",))
+    return Setting(is_on(found.value), found.by_user)

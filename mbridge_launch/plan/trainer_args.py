@@ -1,0 +1,61 @@
+"""The run_recipe.py argument list a Plan stands for (facts section 3), and the human command.
+
+Executors and recommend share this, so the command a user sees is the one that runs.
+"""
+
+from __future__ import annotations
+
+from mbridge_launch.plan.model import Plan
+from mbridge_launch.base.quoting import sh_join
+
+
+def dataset_overrides(plan: Plan) -> list[str]:
+    ds = plan.dataset
+    args: list[str] = []
+    if ds.data_paths:
+        if ds.weights:
+            blend = [str(x) for pair in zip(ds.weights, ds.data_paths) for x in pair]
+        else:
+            blend = list(ds.data_paths)
+        args.append("dataset.data_path=[" + ",".join(blend) + "]" if len(blend) > 1 else f"dataset.data_path={blend[0]}")
+    args.extend(f"dataset.{k}={v}" for k, v in sorted(ds.fields.items()))
+    return args
+
+
+def checkpoint_overrides(plan: Plan) -> list[str]:
+    ck = plan.checkpoint
+    args = []
+    if ck.save:
+        args.append(f"checkpoint.save={ck.save}")
+    if ck.load:
+        args.append(f"checkpoint.load={ck.load}")
+    if ck.save_interval:
+        args.append(f"checkpoint.save_interval={ck.save_interval}")
+    if ck.pretrained_checkpoint:
+        args.append(f"checkpoint.pretrained_checkpoint={ck.pretrained_checkpoint}")
+    return args
+
+
+def trainer_args(plan: Plan) -> list[str]:
+    """Arguments after the entry script: --recipe, --mode, --dataset, then KEY=VALUE overrides
+    (dataset fields, checkpoint paths, then the plan's overrides in order: later ones win)."""
+    args = ["--recipe", plan.recipe.name]
+    if plan.recipe.kind == "library":
+        args += ["--mode", plan.mode, "--dataset", plan.dataset.selector]
+    args += dataset_overrides(plan)
+    args += checkpoint_overrides(plan)
+    args += [f"{o.key}={o.value}" for o in plan.overrides]
+    return args
+
+
+def human_command(plan: Plan) -> str:
+    """The command a user would type: torchrun on one node, srun-native across nodes."""
+    c = plan.cluster
+    entry = list(plan.launch.entry)
+    if c.nodes == 1:
+        script = entry[-1]
+        words = ["uv", "run", "python", "-m", "torch.distributed.run", f"--nproc_per_node={c.gpus_per_node}", script]
+    else:
+        words = ["srun", f"--nodes={c.nodes}", f"--ntasks-per-node={c.gpus_per_node}",
+                 f"--gpus-per-node={c.gpus_per_node}", *entry]
+    return sh_join(words + trainer_args(plan))

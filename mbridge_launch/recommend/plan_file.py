@@ -1,0 +1,67 @@
+"""`plan -o`: write the chosen layout into a Plan (the contract of DESIGN.md).
+
+The recipe, dataset, change classification and cluster defaults come from the recommender (the
+model's library recipe for the goal); the planner's layout is passed to it as the user's
+ConfigContainer overrides, so every change from the recipe is listed with its class.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.plan.settings import FSDP_SHARDING_STRATEGY, full_recompute_settings
+
+def layout_overrides(layout: Any) -> list[str]:
+    """The layout as run_recipe.py KEY=VALUE overrides."""
+    items = [
+        f"model.tensor_model_parallel_size={layout.tp}",
+        f"model.pipeline_model_parallel_size={layout.pp}",
+        f"model.context_parallel_size={layout.cp}",
+        f"model.expert_model_parallel_size={layout.ep}",
+        f"model.sequence_parallel={'true' if layout.sp else 'false'}",
+        f"train.micro_batch_size={layout.mbs}",
+        f"train.global_batch_size={layout.gbs}",
+    ]
+    if layout.vp:
+        items.append(f"model.virtual_pipeline_model_parallel_size={layout.vp}")
+    if layout.etp:
+        items.append(f"model.expert_tensor_parallel_size={layout.etp}")
+    if layout.cp > 1 and layout.cp_comm_type:
+        items.append(f"model.cp_comm_type={layout.cp_comm_type}")
+    if layout.recompute == "selective":
+        items.append("model.recompute_granularity=selective")
+    elif layout.recompute == "full":
+        items.append("model.recompute_granularity=full")
+        items += [f"{key}={value}" for key, value in full_recompute_settings(layout.recompute_layers).items()]
+    if layout.fsdp:
+        items += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={FSDP_SHARDING_STRATEGY}"]
+    return items
+
+
+def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | None = None) -> tuple[Path, str]:
+    try:
+        from mbridge_launch.plan.overrides import parse_overrides
+        from mbridge_launch.plan.model import save_plan
+        from mbridge_launch.recommend.build import recommend
+        from mbridge_launch.recommend.request import Request
+        from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
+    except ImportError as exc:
+        raise UserError("planner.plan_needs_catalog", model=got.model, reason=str(exc)) from None
+    layout = candidate.layout
+    overrides = layout_overrides(layout)
+
+    # --precision is a request field: recommend prefers a recipe in that precision and otherwise
+    # records the mixed_precision switch as a convergence change
+    request = Request(model=got.model, gpus=gpus, gpu_type=got.hardware.name, goal=got.goal,
+                      seq_length=layout.seq_length, precision=got.precision,
+                      overrides=parse_overrides(overrides))
+    rec = recommend(request)
+    if getattr(rec.recipe, "kind", "library") != "library":
+        raise UserError("planner.plan_no_recipe", model=got.model, goal=got.goal)
+    rec.layout = layout
+    rec.estimate = candidate
+    plan = build_plan(rec, ClusterFlags(name=name))
+    written = save_plan(plan, path)
+    return written, plan.plan_hash()

@@ -1,0 +1,305 @@
+"""Inspect a Megatron Bridge checkpoint directory (torch_dist format, facts section 6).
+
+A checkpoint `iter_NNNNNNN/` is COMPLETE when it holds every file of REQUIRED_FILES and at least
+one `*.distcp` shard, none of them empty. That is what loading needs: `.metadata` (the
+torch.distributed.checkpoint index), the `.distcp` shards it indexes, `common.pt` (the non-sharded
+state), `metadata.json` (Megatron's dist-checkpoint metadata) and `train_state.pt` (the
+iteration and counters). `run_config.yaml` is written by Bridge too but loading does not need it:
+its absence is reported as a note, not as incompleteness. Completeness is about presence, not
+content: the `.metadata` index is a torch pickle and is not opened here.
+
+Trackers: `latest_train_state.pt` is identified by comparing its bytes with each iteration's
+`train_state.pt` (that is what a rollback or Bridge copies there; no torch needed); the
+stand-in trainer's JSON train state is also read directly. `latest_checkpointed_iteration.txt`
+holds the iteration as text.
+
+`resolve_resume` mimics Bridge's resume order (load pointing at an iter dir; ckpt_step;
+latest_train_state.pt; the .txt fallback) and says whether the directory is loadable: whatever it
+resolves to must be a complete checkpoint in the save directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+PT_TRACKER = "latest_train_state.pt"
+TXT_TRACKER = "latest_checkpointed_iteration.txt"
+TRAIN_STATE = "train_state.pt"
+REQUIRED_FILES = (".metadata", "common.pt", "metadata.json", TRAIN_STATE)
+SHARD_SUFFIX = ".distcp"
+EXPECTED_OPTIONAL = ("run_config.yaml",)
+ROLLED_BACK_DIR = "rolled_back"
+JOURNAL_NAME = "ROLLBACK.json"
+ITER_RE = re.compile(r"^iter_(\d{7,})$")
+
+
+def _reason(key: str, **params: Any) -> str:
+    """Why a resume would fail, in the user's language (shown by checkpoints, preflight, rollback)."""
+    from mbridge_launch.base.i18n import t
+
+    return t(f"ckpt.reason.{key}", **params)
+
+
+def iter_dirname(iteration: int) -> str:
+    return f"iter_{iteration:07d}"
+
+
+def parse_iter_dirname(name: str) -> Optional[int]:
+    match = ITER_RE.match(name)
+    return int(match.group(1)) if match else None
+
+
+@dataclass
+class CheckpointInfo:
+    iteration: int
+    path: str
+    complete: bool
+    missing: list[str] = field(default_factory=list)  # required files absent or empty
+    notes: list[str] = field(default_factory=list)  # expected-but-optional files absent
+    size_bytes: int = 0
+    mtime: float = 0.0  # newest file in it: when the save finished
+    tracked_by: list[str] = field(default_factory=list)  # tracker file names pointing here
+    loss: Optional[float] = None  # the loss logged at the last logged iteration <= this one
+    loss_iteration: Optional[int] = None
+
+
+def inspect_iter_dir(path: Path) -> CheckpointInfo:
+    iteration = parse_iter_dirname(path.name)
+    if iteration is None:
+        raise ValueError(f"{path} is not an iter_NNNNNNN directory")
+    sizes: dict[str, int] = {}
+    total, newest = 0, 0.0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.stat(os.path.join(root, name))
+            except OSError:
+                continue
+            total += st.st_size
+            newest = max(newest, st.st_mtime)
+            if root == str(path):
+                sizes[name] = st.st_size
+    missing = [name for name in REQUIRED_FILES if sizes.get(name, 0) == 0]
+    if not any(name.endswith(SHARD_SUFFIX) and size > 0 for name, size in sizes.items()):
+        missing.append("*" + SHARD_SUFFIX)
+    notes = [name for name in EXPECTED_OPTIONAL if name not in sizes]
+    return CheckpointInfo(iteration, str(path), not missing, missing, notes, total, newest)
+
+
+def iter_dirs(directory: Path) -> dict[int, Path]:
+    found: dict[int, Path] = {}
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return found
+    for entry in entries:
+        iteration = parse_iter_dirname(entry.name)
+        if iteration is not None and entry.is_dir(follow_symlinks=False):
+            found[iteration] = Path(entry.path)
+    return dict(sorted(found.items()))
+
+
+def _read_bytes(path: Path) -> Optional[bytes]:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _json_iteration(data: bytes) -> Optional[int]:
+    """The stand-in trainer's train_state.pt is JSON; a real one is a torch zip (not parsed)."""
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if isinstance(value, dict) and isinstance(value.get("iteration"), int):
+        return value["iteration"]
+    return None
+
+
+@dataclass
+class TrackerState:
+    txt_raw: Optional[str]  # None: file absent
+    txt_iteration: Optional[int]
+    pt_present: bool
+    pt_iteration: Optional[int]  # what latest_train_state.pt designates
+    pt_matched_by: str = ""  # "bytes" (equal to iter_N/train_state.pt), "json", "" (unknown)
+    pt_match_location: str = ""  # "save_dir" or "rolled_back/<stamp>"
+
+
+def read_trackers(save_dir: Path) -> TrackerState:
+    save_dir = Path(save_dir)
+    txt = _read_bytes(save_dir / TXT_TRACKER)
+    txt_raw = txt.decode("utf-8", "replace") if txt is not None else None
+    txt_iter = int(txt_raw.strip()) if txt_raw is not None and txt_raw.strip().isdigit() else None
+    pt = _read_bytes(save_dir / PT_TRACKER)
+    state = TrackerState(txt_raw, txt_iter, pt is not None, None)
+    if pt is None:
+        return state
+    candidates = [("save_dir", iter_dirs(save_dir))]
+    for stamp_dir in rolled_back_dirs(save_dir):
+        candidates.append((f"{ROLLED_BACK_DIR}/{stamp_dir.name}", iter_dirs(stamp_dir)))
+    for location, dirs in candidates:
+        for iteration, path in sorted(dirs.items(), reverse=True):
+            if _read_bytes(path / TRAIN_STATE) == pt:
+                state.pt_iteration, state.pt_matched_by, state.pt_match_location = iteration, "bytes", location
+                return state
+    state.pt_iteration = _json_iteration(pt)
+    state.pt_matched_by = "json" if state.pt_iteration is not None else ""
+    return state
+
+
+def rolled_back_dirs(save_dir: Path) -> list[Path]:
+    root = Path(save_dir) / ROLLED_BACK_DIR
+    try:
+        return sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.name)
+    except OSError:
+        return []
+
+
+@dataclass
+class Resolution:
+    """What Bridge would resume from. `loadable` is False when it would fail."""
+
+    source: str  # load_iter_dir, ckpt_step, latest_train_state.pt, latest_checkpointed_iteration.txt, none
+    iteration: Optional[int]
+    path: Optional[str]
+    loadable: bool
+    reason: str = ""
+
+
+def resolve_resume(save_dir: Path, *, load: Optional[Path] = None, ckpt_step: Optional[int] = None) -> Resolution:
+    """Bridge's resume resolution order (facts section 6), on the files as they are now."""
+    save_dir = Path(save_dir)
+    if load is not None and parse_iter_dirname(Path(load).name) is not None:
+        info = inspect_iter_dir(Path(load)) if Path(load).is_dir() else None
+        ok = bool(info and info.complete)
+        return Resolution("load_iter_dir", parse_iter_dirname(Path(load).name), str(load), ok,
+                          "" if ok else _reason("missing_or_incomplete"))
+    base = Path(load) if load is not None else save_dir
+    if ckpt_step is not None:
+        return _resolved("ckpt_step", base, ckpt_step)
+    trackers = read_trackers(base)
+    if trackers.pt_present:
+        if trackers.pt_iteration is None:
+            return Resolution(PT_TRACKER, None, None, False, _reason("pt_unknown"))
+        return _resolved(PT_TRACKER, base, trackers.pt_iteration)
+    if trackers.txt_raw is not None:
+        if trackers.txt_iteration is None:
+            return Resolution(TXT_TRACKER, None, None, False, _reason("not_an_iteration", value=repr(trackers.txt_raw.strip())))
+        return _resolved(TXT_TRACKER, base, trackers.txt_iteration)
+    # No tracker: Bridge starts from scratch (a fresh run), which is loadable only if nothing
+    # was ever saved here (otherwise progress would be silently thrown away).
+    has_iters = bool(iter_dirs(base))
+    return Resolution("none", None, None, not has_iters, _reason("no_tracker") if has_iters else "")
+
+
+def _resolved(source: str, base: Path, iteration: int) -> Resolution:
+    path = base / iter_dirname(iteration)
+    if not path.is_dir():
+        return Resolution(source, iteration, str(path), False, _reason("dir_missing"))
+    info = inspect_iter_dir(path)
+    reason = "" if info.complete else _reason("incomplete", files=", ".join(info.missing))
+    return Resolution(source, iteration, str(path), info.complete, reason)
+
+
+@dataclass
+class RolledBackSet:
+    stamp: str
+    path: str
+    iterations: list[int]
+    journal_state: Optional[str]  # state in ROLLBACK.json; None when the journal is missing
+    to_iter: Optional[int]
+
+
+@dataclass
+class CheckpointReport:
+    save_dir: str
+    checkpoints: list[CheckpointInfo]
+    trackers: TrackerState
+    resume: Resolution
+    rolled_back: list[RolledBackSet]
+    log_path: Optional[str] = None
+
+    @property
+    def interrupted(self) -> list[RolledBackSet]:
+        """Rollbacks or undos that did not finish (a crash): the next rollback command finishes them."""
+        return [s for s in self.rolled_back if s.journal_state in ("started", "undoing")]
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for item in data["checkpoints"]:
+            if isinstance(item.get("loss"), float) and item["loss"] != item["loss"]:
+                item["loss"] = "nan"
+        data["interrupted"] = [s.stamp for s in self.interrupted]
+        return data
+
+
+def read_journal(stamp_dir: Path) -> Optional[dict[str, Any]]:
+    try:
+        return json.loads((Path(stamp_dir) / JOURNAL_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def list_checkpoints(save_dir: str | Path, log_path: str | Path | list | None = None) -> CheckpointReport:
+    """`log_path`: one log or several (oldest first: per-restart logs of a run); the loss shown
+    for a checkpoint comes from the latest timeline that logged it."""
+    from mbridge_launch.base.errors import UserError
+
+    save_dir = Path(save_dir)
+    if not save_dir.is_dir():
+        raise UserError("ckpt.not_a_dir", path=str(save_dir))
+    infos = [inspect_iter_dir(p) for p in iter_dirs(save_dir).values()]
+    trackers = read_trackers(save_dir)
+    for info in infos:
+        if trackers.txt_iteration == info.iteration:
+            info.tracked_by.append(TXT_TRACKER)
+        if trackers.pt_iteration == info.iteration and trackers.pt_match_location in ("save_dir", ""):
+            info.tracked_by.append(PT_TRACKER)
+    logs = [Path(p) for p in (log_path if isinstance(log_path, (list, tuple)) else [log_path] if log_path else [])]
+    if logs:
+        _attach_losses(infos, logs)
+    sets = []
+    for stamp_dir in rolled_back_dirs(save_dir):
+        journal = read_journal(stamp_dir)
+        sets.append(RolledBackSet(stamp_dir.name, str(stamp_dir), list(iter_dirs(stamp_dir)),
+                                  journal.get("state") if journal else None,
+                                  journal.get("to_iter") if journal else None))
+    return CheckpointReport(str(save_dir), infos, trackers, resolve_resume(save_dir), sets,
+                            ", ".join(str(p) for p in logs) or None)
+
+
+def _attach_losses(infos: list[CheckpointInfo], log_paths: list[Path]) -> None:
+    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.rollback.lossmon import loss_by_iteration, read_log
+
+    records = []
+    for log_path in log_paths:
+        try:
+            records.extend(read_log(log_path))
+        except FileNotFoundError:
+            raise UserError("file.not_found", path=str(log_path)) from None
+        except OSError as exc:
+            raise UserError("file.unreadable", path=str(log_path), reason=exc.strerror or str(exc)) from None
+    losses = loss_by_iteration(records)
+    logged = sorted(losses)
+    for info in infos:
+        before = [i for i in logged if i <= info.iteration]
+        if before:
+            info.loss_iteration = before[-1]
+            info.loss = losses[before[-1]]
+
+
+def latest_complete(save_dir: Path, before: Optional[int] = None) -> Optional[int]:
+    """The newest complete checkpoint (strictly before `before`, if given)."""
+    best = None
+    for iteration, path in iter_dirs(Path(save_dir)).items():
+        if (before is None or iteration < before) and inspect_iter_dir(path).complete:
+            best = iteration
+    return best

@@ -1,0 +1,410 @@
+"""The run ledger: an embedded SQLite database of what was submitted and what was done to it.
+
+Where it lives: `--ledger PATH`, else $MBRIDGE_LAUNCH_LEDGER, else <state dir>/ledger.sqlite3 with
+the state dir $MBRIDGE_LAUNCH_STATE_DIR, else $XDG_STATE_HOME/mbridge-launch, else
+~/.local/state/mbridge-launch.
+
+Durability rules:
+- one transaction per state change (`BEGIN IMMEDIATE` ... `COMMIT`), each with its event row;
+- WAL mode on local disks; rollback-journal mode on network filesystems (NFS, Lustre, GPFS...),
+  where WAL's shared memory is unsafe; a busy timeout so concurrent commands wait, not fail;
+- a submission is written twice: a `submitting` row BEFORE the scheduler call and the job ids
+  AFTER it (`begin_submission` / `mark_submitted`), so a crash in between leaves a row that
+  `ledger_reconcile.reconcile_submitting` resolves against sacct/squeue on the next command.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.plan.overrides import whole_number
+from mbridge_launch.runs.records import (  # noqa: F401 - re-exported: the ledger API
+    ACTIVE_STATES, ALL_STATES, CANCELLED, COMPLETED, FAILED, FINAL_STATES, LOST, PENDING, RUNNING, SUBMIT_FAILED,
+    SUBMITTED, SUBMITTING, TIMEOUT, RollbackRecord, RunRecord, run_from_row,
+)
+from mbridge_launch.runs.schema import migrate
+
+LEDGER_FILENAME = "ledger.sqlite3"
+BUSY_TIMEOUT_MS = 15_000
+
+_NETWORK_FS = {"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "beegfs", "fuse.sshfs", "ceph", "fuse.glusterfs", "wekafs"}
+
+
+def default_state_dir() -> Path:
+    explicit = os.environ.get("MBRIDGE_LAUNCH_STATE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / "mbridge-launch"
+    return Path.home() / ".local" / "state" / "mbridge-launch"
+
+
+def default_ledger_path() -> Path:
+    explicit = os.environ.get("MBRIDGE_LAUNCH_LEDGER")
+    return Path(explicit).expanduser() if explicit else default_state_dir() / LEDGER_FILENAME
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return str(os.getuid())
+
+
+def filesystem_type(path: Path) -> str:
+    """The mount type holding `path` (longest mount-point prefix in /proc/mounts), or ''."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return ""
+    target = str(path.resolve())
+    best, best_type = "", ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, best_type = point, parts[2]
+    return best_type
+
+
+@dataclass
+class Ledger:
+    path: Path
+    conn: sqlite3.Connection = field(repr=False)
+    journal_mode: str = "wal"
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path: str | Path | None = None) -> "Ledger":
+        path = Path(path).expanduser() if path else default_ledger_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise UserError("ledger.cannot_open", path=str(path), reason=str(exc)) from None
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            wanted = "delete" if filesystem_type(path.parent) in _NETWORK_FS else "wal"
+            mode = conn.execute(f"PRAGMA journal_mode = {wanted}").fetchone()[0]
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise UserError("ledger.cannot_open", path=str(path), reason=str(exc)) from None
+        return cls(path=path, conn=conn, journal_mode=str(mode).lower())
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; BEGIN IMMEDIATE takes the write lock up front so two commands
+        never both read-then-write the same row."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _event(self, conn: sqlite3.Connection, run_id: int | None, kind: str, old: str | None = None,
+               new: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        conn.execute(
+            "INSERT INTO events(run_id, at, kind, old_state, new_state, detail) VALUES (?,?,?,?,?,?)",
+            (run_id, _now(), kind, old, new, json.dumps(detail or {}, default=str)),
+        )
+
+    # ------------------------------------------------------------------ submissions
+    def begin_submission(self, *, name: str, plan_hash: str, plan_yaml: str, executor: str,
+                         plan_path: str | None = None, cluster: dict[str, Any] | None = None,
+                         job_name: str | None = None, script_path: str | None = None,
+                         script_text: str | None = None, work_dir: str | None = None,
+                         save_dir: str | None = None, parent_run_id: int | None = None,
+                         job_token: str | None = None) -> RunRecord:
+        """Write the `submitting` row. Call BEFORE the scheduler; pass `job_token` (or the one this
+        returns) to the executor as the job's --comment so a lost submission can be found."""
+        token = job_token or f"mbl-{secrets.token_hex(8)}"
+        now = _now()
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs(name, plan_hash, plan_path, plan_yaml, executor, cluster, job_name,"
+                " job_token, script_path, script_text, work_dir, save_dir, state, submitter,"
+                " parent_run_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (name, plan_hash, plan_path, plan_yaml, executor, json.dumps(cluster or {}), job_name or name,
+                 token, script_path, script_text, work_dir, _norm(save_dir), SUBMITTING,
+                 f"{socket.gethostname()}:{os.getpid()}", parent_run_id, now, now),
+            )
+            run_id = int(cur.lastrowid)
+            self._event(conn, run_id, "state", None, SUBMITTING, {"executor": executor})
+        return self.get_run(run_id)
+
+    def mark_submitted(self, run_id: int, job_ids: list[str], *, log_paths: list[str] | None = None,
+                       script_path: str | None = None, raw_output: str = "") -> RunRecord:
+        """The scheduler accepted the job: record its ids. Call right AFTER the scheduler call."""
+        with self.transaction() as conn:
+            old = self._state(conn, run_id)
+            conn.execute(
+                "UPDATE runs SET job_ids=?, log_paths=?, script_path=COALESCE(?, script_path), state=?,"
+                " submitted_at=?, updated_at=? WHERE id=?",
+                (json.dumps([str(j) for j in job_ids]), json.dumps([str(p) for p in log_paths or []]),
+                 script_path, SUBMITTED, _now(), _now(), run_id),
+            )
+            self._event(conn, run_id, "state", old, SUBMITTED, {"job_ids": job_ids, "output": raw_output[-2000:]})
+        return self.get_run(run_id)
+
+    def mark_submit_failed(self, run_id: int, error: str) -> RunRecord:
+        return self.set_state(run_id, SUBMIT_FAILED, error=error)
+
+    @contextmanager
+    def submission(self, **fields: Any) -> Iterator["_Submission"]:
+        """`with ledger.submission(name=..., ...) as sub: result = executor.submit(...); sub.done(result)`.
+        An exception inside marks the run submit_failed (and re-raises); a crash leaves it
+        `submitting` for reconciliation."""
+        record = self.begin_submission(**fields)
+        sub = _Submission(self, record)
+        try:
+            yield sub
+        except BaseException as exc:
+            if not sub.finished:
+                raw = getattr(exc, "raw_output", "") or ""
+                self.mark_submit_failed(record.id, f"{type(exc).__name__}: {exc} {raw}".strip())
+            raise
+
+    # ------------------------------------------------------------------ state changes
+    def _state(self, conn: sqlite3.Connection, run_id: int) -> str:
+        row = conn.execute("SELECT state FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError("ledger.run_not_found", run=str(run_id), known="-")
+        return row[0]
+
+    def set_state(self, run_id: int, state: str, *, slurm_state: str | None = None, error: str | None = None,
+                  kind: str = "state", detail: dict[str, Any] | None = None,
+                  job_ids: list[str] | None = None) -> RunRecord:
+        if state not in ALL_STATES:
+            raise ValueError(f"unknown run state {state!r}")
+        with self.transaction() as conn:
+            old = self._state(conn, run_id)
+            conn.execute(
+                "UPDATE runs SET state=?, slurm_state=COALESCE(?, slurm_state), error=COALESCE(?, error),"
+                " job_ids=COALESCE(?, job_ids), updated_at=? WHERE id=?",
+                (state, slurm_state, error, json.dumps(job_ids) if job_ids is not None else None, _now(), run_id),
+            )
+            if old != state or kind != "state":
+                self._event(conn, run_id, kind, old, state, {**(detail or {}), "slurm_state": slurm_state})
+        return self.get_run(run_id)
+
+    def set_watcher_job(self, run_id: int, job_id: str | None, detail: dict[str, Any] | None = None) -> RunRecord:
+        """Record (or, with None, clear) the auto-rollback watcher job of a run, with its event."""
+        with self.transaction() as conn:
+            self._state(conn, run_id)  # the run must exist
+            conn.execute("UPDATE runs SET watcher_job_id=?, updated_at=? WHERE id=?", (job_id, _now(), run_id))
+            self._event(conn, run_id, "watcher_job", None, None, {**(detail or {}), "job_id": job_id})
+        return self.get_run(run_id)
+
+    def add_event(self, run_id: int | None, kind: str, detail: dict[str, Any] | None = None) -> None:
+        with self.transaction() as conn:
+            self._event(conn, run_id, kind, None, None, detail)
+
+    def record_confirmation(self, run_id: int | None, action: str, method: str,
+                            detail: dict[str, Any] | None = None) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO confirmations(run_id, at, action, method, user, detail) VALUES (?,?,?,?,?,?)",
+                (run_id, _now(), action, method, _user(), json.dumps(detail or {}, default=str)),
+            )
+
+    def record_override(self, run_id: int | None, kind: str, reason: str,
+                        detail: dict[str, Any] | None = None) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO overrides(run_id, at, kind, reason, user, detail) VALUES (?,?,?,?,?,?)",
+                (run_id, _now(), kind, reason, _user(), json.dumps(detail or {}, default=str)),
+            )
+
+    # ------------------------------------------------------------------ queries
+    def get_run(self, ref: int | str) -> RunRecord:
+        """A run by id (`12` or `#12`) or by name (the newest run with that name)."""
+        text = str(ref).strip()
+        row = None
+        run_id = whole_number(text.lstrip("#"))
+        if run_id is not None and run_id < 2**63:  # SQLite's largest integer
+            row = self.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            row = self.conn.execute("SELECT * FROM runs WHERE name=? ORDER BY id DESC LIMIT 1", (text,)).fetchone()
+        if row is None:
+            known = [r[0] for r in self.conn.execute("SELECT DISTINCT name FROM runs ORDER BY id DESC LIMIT 8")]
+            raise UserError("ledger.run_not_found", run=text, known=", ".join(known) or "-")
+        return run_from_row(row)
+
+    def find_run(self, ref: int | str) -> RunRecord | None:
+        try:
+            return self.get_run(ref)
+        except UserError:
+            return None
+
+    def list_runs(self, *, limit: int | None = 50, states: set[str] | frozenset[str] | None = None,
+                  name: str | None = None) -> list[RunRecord]:
+        sql, params = "SELECT * FROM runs", []
+        where = []
+        if states:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            params.extend(sorted(states))
+        if name:
+            where.append("name = ?")
+            params.append(name)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [run_from_row(r) for r in self.conn.execute(sql, params)]
+
+    def runs_for_save_dir(self, save_dir: str | Path) -> list[RunRecord]:
+        rows = self.conn.execute("SELECT * FROM runs WHERE save_dir=? ORDER BY id DESC", (_norm(save_dir),))
+        return [run_from_row(r) for r in rows]
+
+    def active_runs_with_plan_hash(self, plan_hash: str) -> list[RunRecord]:
+        """For the gate's duplicate check: the same plan already submitted and not finished."""
+        rows = self.conn.execute(
+            f"SELECT * FROM runs WHERE plan_hash=? AND state IN ({','.join('?' * len(ACTIVE_STATES))}) ORDER BY id DESC",
+            (plan_hash, *sorted(ACTIVE_STATES)),
+        )
+        return [run_from_row(r) for r in rows]
+
+    def run_chain(self, run_id: int) -> list[RunRecord]:
+        """The run and its ancestors (resubmissions after rollbacks), oldest first."""
+        chain: list[RunRecord] = []
+        current: int | None = run_id
+        while current is not None and len(chain) < 10_000:
+            record = self.get_run(current)
+            chain.append(record)
+            current = record.parent_run_id
+        return list(reversed(chain))
+
+    def events(self, run_id: int) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT * FROM events WHERE run_id=? ORDER BY id", (run_id,))
+        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+    def confirmations(self, run_id: int | None = None) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT * FROM confirmations WHERE run_id IS ? ORDER BY id", (run_id,))
+        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+    def overrides(self, run_id: int | None = None) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT * FROM overrides WHERE run_id IS ? ORDER BY id", (run_id,))
+        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+    # ------------------------------------------------------------------ rollbacks
+    def record_rollback(self, *, save_dir: str | Path, stamp: str, to_iter: int, from_iter: int | None,
+                        state: str, journal: dict[str, Any], run_id: int | None = None,
+                        trigger: dict[str, Any] | None = None) -> None:
+        """Insert or update the rollback (save_dir, stamp) with the journal's current content."""
+        now = _now()
+        key = _norm(save_dir)
+        with self.transaction() as conn:
+            exists = conn.execute("SELECT id, run_id FROM rollbacks WHERE save_dir=? AND stamp=?", (key, stamp)).fetchone()
+            if exists:
+                conn.execute("UPDATE rollbacks SET state=?, journal=?, updated_at=? WHERE id=?",
+                             (state, json.dumps(journal), now, exists[0]))
+                run_id = run_id if run_id is not None else exists[1]
+            else:
+                conn.execute(
+                    "INSERT INTO rollbacks(run_id, save_dir, stamp, to_iter, from_iter, state, journal, trigger,"
+                    " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (run_id, key, stamp, to_iter, from_iter, state, json.dumps(journal),
+                     json.dumps(trigger) if trigger else None, now, now),
+                )
+            self._event(conn, run_id, "rollback", None, state,
+                        {"save_dir": key, "stamp": stamp, "to_iter": to_iter, "from_iter": from_iter})
+
+    def rollbacks(self, *, run_ids: list[int] | None = None, save_dir: str | Path | None = None) -> list[RollbackRecord]:
+        sql, params = "SELECT * FROM rollbacks", []
+        if run_ids is not None:
+            sql += f" WHERE run_id IN ({','.join('?' * len(run_ids)) or 'NULL'})"
+            params.extend(run_ids)
+        elif save_dir is not None:
+            sql += " WHERE save_dir=?"
+            params.append(_norm(save_dir))
+        rows = self.conn.execute(sql + " ORDER BY id", params)
+        out = []
+        for r in rows:
+            data = dict(r)
+            data["journal"] = json.loads(data["journal"])
+            data["trigger"] = json.loads(data["trigger"]) if data["trigger"] else None
+            out.append(RollbackRecord(**data))
+        return out
+
+
+class _Submission:
+    def __init__(self, ledger: Ledger, record: RunRecord) -> None:
+        self.ledger = ledger
+        self.record = record
+        self.finished = False
+
+    @property
+    def token(self) -> str:
+        return self.record.job_token
+
+    def done(self, submitted: Any) -> RunRecord:
+        """`submitted`: an executors.base.Submitted (job_ids, script_path, log_paths, raw_output)."""
+        self.finished = True
+        self.record = self.ledger.mark_submitted(
+            self.record.id, list(submitted.job_ids),
+            log_paths=[str(p) for p in getattr(submitted, "log_paths", []) or []],
+            script_path=str(submitted.script_path) if getattr(submitted, "script_path", None) else None,
+            raw_output=getattr(submitted, "raw_output", "") or "",
+        )
+        return self.record
+
+
+def plan_save_dir(plan: Any, submit_dir: str | Path) -> str | None:
+    """The absolute checkpoint directory of a plan as the job will see it: a relative
+    checkpoint.save is relative to the job's start directory (launch.workdir, itself relative to
+    the submit directory, else the submit directory). Pass this as begin_submission(save_dir=)."""
+    if not plan.checkpoint.save:
+        return None
+    save = Path(plan.checkpoint.save).expanduser()
+    if save.is_absolute():
+        return str(save)
+    base = Path(submit_dir)
+    if plan.launch.workdir:
+        workdir = Path(plan.launch.workdir).expanduser()
+        base = workdir if workdir.is_absolute() else base / workdir
+    return os.path.abspath(base / save)
+
+
+def _norm(path: str | Path | None) -> str | None:
+    """Save dirs are compared as absolute paths (not resolved: a symlinked scratch stays as typed)."""
+    if path is None:
+        return None
+    return os.path.abspath(os.path.expanduser(str(path)))
+
+
+def open_ledger(path: str | Path | None = None) -> Ledger:
+    return Ledger.open(path)

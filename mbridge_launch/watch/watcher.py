@@ -1,0 +1,283 @@
+"""Automatic rollback: follow a run's logs; on NaN/Inf or a loss spike (plan.auto_rollback), cancel
+the job, roll the checkpoint directory back to the last complete checkpoint strictly before the
+trigger iteration, and resubmit, at most `max_rollbacks` times over the run's resubmission chain.
+
+Resubmission is a hook (`ResubmitHook`): the gate owns submissions. `mbridge-launch watch` uses
+`gate.auto_resubmit`: the same plan plus `train.iterations_to_skip` holding the trigger iteration
+(`auto_rollback_plan`; a convergence change, recorded as such), so the bad batch is consumed
+without an update, loading from the rolled-back directory, submitted through the gate (preflight,
+plan card, ledger) with the watcher's 'auto-rollback' confirmation. `resubmit_skipping_batch` is
+the bare ledger-and-scheduler step without the gate's preflight (for tests that bring their own
+scheduler or plans that are not meant to pass preflight).
+
+One watcher per run chain: a lock file next to the ledger (`watch-<first run id>.lock`).
+
+The gate starts the watcher as a Slurm job of its own next to every run whose plan enables
+auto_rollback (watch_job.py says why a dependent job and not a step of the training job). That
+watcher (`follow_resubmissions=False`) handles one run: after resubmitting it stops, because the
+gate has started a new watcher job for the new run; it leaves a run that someone else cancelled
+alone (`act_on_cancelled=False`); a SIGTERM (its time limit) is deferred while it handles a trigger.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from mbridge_launch.runs import ledger as L
+from mbridge_launch.base.errors import CheckFailed, UserError
+from mbridge_launch.gate.submit import AUTO_ROLLBACK_METHOD
+from mbridge_launch.base.i18n import t
+from mbridge_launch.rollback.lossmon import LogFollower, LossWatcher, Trigger, parse_line, pick_rollback_target
+
+ResubmitHook = Callable[[L.Ledger, L.RunRecord, int, Trigger], L.RunRecord]
+SKIP_KEY = "train.iterations_to_skip"
+SEED_KEY = "rng.seed"
+
+
+class Terminated(Exception):
+    """SIGTERM reached a watcher running as a Slurm job (its time limit, or a cancellation)."""
+
+
+@dataclass
+class WatchResult:
+    run: L.RunRecord  # the last run watched
+    # finished, triggered (not acting), max_rollbacks, no_checkpoint, rolled_back (no resubmit),
+    # resubmitted (not following the new run), cancelled (by someone else: left alone)
+    outcome: str
+    trigger: Optional[Trigger] = None
+    rollbacks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def auto_rollbacks_in_chain(ledger: L.Ledger, run: L.RunRecord) -> int:
+    ids = [r.id for r in ledger.run_chain(run.id)]
+    return sum(1 for rb in ledger.rollbacks(run_ids=ids) if rb.trigger and rb.state in ("done", "started"))
+
+
+class Watcher:
+    def __init__(self, ledger: L.Ledger, *, resubmit: Optional[ResubmitHook] = None, cancel=None, query=None,
+                 act: bool = True, max_rollbacks: Optional[int] = None, poll_s: float = 1.0,
+                 refresh_s: float = 5.0, cancel_timeout_s: float = 300.0, say: Callable[[str], None] = _say,
+                 follow_resubmissions: bool = True, act_on_cancelled: bool = True, lock_wait_s: float = 0.0) -> None:
+        from mbridge_launch.runs.operations import executor_cancel
+
+        self.ledger = ledger
+        self.resubmit = resubmit
+        self.cancel = cancel or executor_cancel
+        self.query = query
+        self.act = act
+        self.max_rollbacks = max_rollbacks
+        self.poll_s = poll_s
+        self.refresh_s = refresh_s
+        self.cancel_timeout_s = cancel_timeout_s
+        self.say = say
+        self.follow_resubmissions = follow_resubmissions
+        self.act_on_cancelled = act_on_cancelled
+        self.lock_wait_s = lock_wait_s
+        # While a trigger is handled (cancel, rollback, resubmit) a SIGTERM only sets term_pending:
+        # stopping half-way would leave a cancelled run without its rollback or resubmission.
+        self.critical = False
+        self.term_pending = False
+
+    def on_sigterm(self, signum: int = 15, frame: Any = None) -> None:
+        """A signal handler for watchers running as Slurm jobs (see watch_job.py)."""
+        if self.critical:
+            self.term_pending = True
+        else:
+            raise Terminated()
+
+    # ------------------------------------------------------------------ the loop
+    def watch(self, run: L.RunRecord) -> WatchResult:
+        root = self.ledger.run_chain(run.id)[0].id
+        with _exclusive(self.ledger.path.parent / f"watch-{root}.lock", run.name, wait_s=self.lock_wait_s):
+            rollbacks: list[dict[str, Any]] = []
+            while True:
+                result = self._watch_one(run)
+                result.rollbacks = rollbacks
+                if result.trigger is None or not self.act:
+                    return result
+                self.critical = True
+                try:
+                    outcome = self._handle(result.run, result.trigger)
+                finally:
+                    self.critical = False
+                if isinstance(outcome, WatchResult):
+                    outcome.rollbacks = rollbacks
+                    return outcome
+                rollbacks.append(outcome["rollback"])
+                run = outcome["next_run"]
+                if run is None:
+                    return WatchResult(result.run, "rolled_back", result.trigger, rollbacks)
+                if not self.follow_resubmissions or self.term_pending:
+                    return WatchResult(run, "resubmitted", result.trigger, rollbacks)
+
+    def _watch_one(self, run: L.RunRecord) -> WatchResult:
+        """Follow every log of `run` until a trigger, or until the run has ended and its logs are read."""
+        from mbridge_launch.runs.operations import refresh, run_log_paths
+
+        config = run.plan().auto_rollback
+        followers: dict[str, tuple[LogFollower, LossWatcher]] = {}
+        self.say(t("watch.watching", run=run.name, id=run.id, jobs=", ".join(run.job_ids) or "-"))
+        last_refresh, finishing = 0.0, False
+        while True:
+            wrote = False
+            for path in run_log_paths(run):
+                key = str(path)
+                if key not in followers:
+                    if not path.exists():
+                        continue
+                    followers[key] = (LogFollower(path), LossWatcher.from_auto_rollback(config))
+                follower, detector = followers[key]
+                for line in follower.read_new():
+                    wrote = True
+                    trigger = detector.feed(parse_line(line))
+                    if trigger:
+                        self.ledger.add_event(run.id, "watch_trigger", trigger.as_dict())
+                        self.say(t("watch.trigger", kind=trigger.kind, iteration=trigger.iteration,
+                                   loss=trigger.loss, run=run.name))
+                        return WatchResult(run, "triggered", trigger)
+            if finishing and not wrote:
+                return WatchResult(run, "finished")
+            now = time.monotonic()
+            if run.active and now - last_refresh >= self.refresh_s:
+                last_refresh = now
+                run = self.ledger.get_run(run.id)  # another command may have recorded job ids or a state
+                run = refresh(self.ledger, [run], self.query)[0]
+            finishing = not run.active
+            if not wrote and not finishing:
+                time.sleep(self.poll_s)
+
+    # ------------------------------------------------------------------ acting on a trigger
+    def _handle(self, run: L.RunRecord, trigger: Trigger):
+        from mbridge_launch.rollback.checkpoints import list_checkpoints
+        from mbridge_launch.runs.operations import cancel_and_wait
+        from mbridge_launch.rollback.engine import rollback
+
+        from mbridge_launch.runs.operations import refresh
+
+        limit = self.max_rollbacks if self.max_rollbacks is not None else run.plan().auto_rollback.max_rollbacks
+        if not self.act_on_cancelled:
+            run = refresh(self.ledger, [self.ledger.get_run(run.id)], self.query)[0]
+            if run.state == L.CANCELLED:  # not by this watcher: it has not cancelled anything yet
+                self.say(t("watch.cancelled_by_someone", run=run.name, iteration=trigger.iteration))
+                return WatchResult(run, "cancelled", trigger)
+        if run.active:
+            run = cancel_and_wait(self.ledger, run, cancel=self.cancel, query=self.query,
+                                  timeout_s=self.cancel_timeout_s, poll_s=min(2.0, self.poll_s * 2))
+        done = auto_rollbacks_in_chain(self.ledger, run)
+        if done >= limit:
+            self.say(t("watch.max_rollbacks", run=run.name, count=done, limit=limit))
+            return WatchResult(run, "max_rollbacks", trigger)
+        if not run.save_dir:
+            raise UserError("ckpt.no_save_dir", run=run.name)
+        target = pick_rollback_target(list_checkpoints(run.save_dir).checkpoints, trigger.iteration)
+        if target is None:
+            self.say(t("watch.no_checkpoint", run=run.name, iteration=trigger.iteration))
+            return WatchResult(run, "no_checkpoint", trigger)
+        self.ledger.record_confirmation(run.id, "rollback", AUTO_ROLLBACK_METHOD,
+                                        {"reason": "plan.auto_rollback", "trigger": trigger.as_dict()})
+        result = rollback(run.save_dir, target, ledger=self.ledger, run_id=run.id,
+                          trigger={**trigger.as_dict(), "job_ids": run.job_ids})
+        self.say(t("watch.rolled_back", run=run.name, iteration=target, trigger=trigger.iteration,
+                   count=len(result.moved), stamp=result.stamp or "-"))
+        record = {"run_id": run.id, "to_iter": target, "stamp": result.stamp, "trigger": trigger.as_dict()}
+        next_run = None
+        if self.resubmit is not None:
+            next_run = self.resubmit(self.ledger, run, target, trigger)
+            self.say(t("watch.resubmitted", run=next_run.name, id=next_run.id, jobs=", ".join(next_run.job_ids) or "-"))
+        return {"rollback": record, "next_run": next_run}
+
+
+class _exclusive:
+    """A flock: a second watcher of the same run chain is refused, at once or after `wait_s`
+    (a watcher job may start while the one that resubmitted its run is still exiting)."""
+
+    def __init__(self, path: Path, run_name: str, wait_s: float = 0.0) -> None:
+        self.path, self.run_name, self.fd, self.wait_s = path, run_name, None, wait_s
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError:
+                if time.monotonic() >= deadline:
+                    os.close(self.fd)
+                    raise CheckFailed("watch.already_watching", run=self.run_name) from None
+                time.sleep(0.5)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+# ---------------------------------------------------------------------- the default resubmission
+def resubmission_plan(plan, *, reason: str, skip_iters: Iterable[int] = (), seed: Optional[int] = None):
+    """The plan to resubmit after a rollback: `skip_iters` added to train.iterations_to_skip
+    (the batches are consumed without an update) and/or a new `rng.seed`, each a convergence
+    change with `reason`; checkpoint.load set to the save directory when empty, so the new job
+    resumes from the rolled-back trackers. Shared by the watcher and `rollback --resubmit`."""
+    from mbridge_launch.plan.model import Override, plan_from_dict
+
+    data = plan.canonical_dict()
+    skips: set[int] = set()
+    kept = []
+    for o in data["overrides"]:
+        if o["key"] == SKIP_KEY:
+            skips |= {int(x) for x in o["value"].strip("[] ").split(",") if x.strip()}
+        elif not (seed is not None and o["key"] == SEED_KEY):
+            kept.append(o)
+    skips |= {int(i) for i in skip_iters}
+
+    def change(key: str, value: str) -> dict:
+        return Override.model_validate({"key": key, "value": value, "class": "convergence", "reason": reason,
+                                        "source": "launcher"}).model_dump(mode="json", by_alias=True)
+
+    if skips:
+        kept.append(change(SKIP_KEY, "[" + ",".join(map(str, sorted(skips))) + "]"))
+    if seed is not None:
+        kept.append(change(SEED_KEY, str(int(seed))))
+    data["overrides"] = kept
+    if not data["checkpoint"].get("load"):
+        data["checkpoint"]["load"] = data["checkpoint"].get("save")
+    return plan_from_dict(data, "resubmission")
+
+
+def skip_plan(plan, iteration: int, reason: str):
+    return resubmission_plan(plan, reason=reason, skip_iters=[iteration])
+
+
+def auto_rollback_plan(run: L.RunRecord, to_iter: int, trigger: Trigger):
+    """The plan the watcher resubmits: `run`'s plan with the trigger's batch skipped."""
+    reason = f"auto-rollback to {to_iter} after {trigger.kind} at iteration {trigger.iteration}: skip that batch"
+    return skip_plan(run.plan(), trigger.iteration, reason)
+
+
+def resubmit_skipping_batch(ledger: L.Ledger, run: L.RunRecord, to_iter: int, trigger: Trigger,
+                            submit: Optional[Callable] = None) -> L.RunRecord:
+    """Submit the run again, WITHOUT the gate's preflight and plan card: only the ledger (written
+    before and after the scheduler call) and the scheduler (`submit`, default launch.submit_plan),
+    consented to by the plan's auto_rollback.enabled, as a child of `run`. For tests and callers
+    that did their own checks; `mbridge-launch watch` resubmits through `gate.auto_resubmit`."""
+    if submit is None:
+        from mbridge_launch.executors.launch import submit_plan as submit
+    plan = auto_rollback_plan(run, to_iter, trigger)
+    plan_yaml = plan.to_yaml()
+    with ledger.submission(name=run.name, plan_hash=plan.plan_hash(), plan_yaml=plan_yaml, executor=run.executor,
+                           plan_path=None, cluster=run.cluster, job_name=run.job_name, work_dir=run.work_dir,
+                           save_dir=run.save_dir, parent_run_id=run.id) as sub:
+        ledger.record_confirmation(sub.record.id, "resubmit", AUTO_ROLLBACK_METHOD,
+                                   {"reason": "plan.auto_rollback", "convergence_change": {SKIP_KEY: trigger.iteration}})
+        submitted = submit(plan, run.executor, run.work_dir)
+        return sub.done(submitted)
