@@ -25,7 +25,12 @@ from pathlib import Path
 
 import pytest
 
-import slurmcluster
+# TEMPORARY (until test helpers move out of test modules): tier folders importable
+for _tier in ("unit", "cli", "golden", "e2e"):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / _tier))
+
+import slurmcluster  # noqa: E402
+
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = Path(__file__).resolve().parent / "standin_trainer.py"

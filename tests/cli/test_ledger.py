@@ -21,7 +21,7 @@ from mbridge_launch.runs.reconcile import (
 )
 from mbridge_launch.runs.schema import SCHEMA_VERSION
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from mbridge_launch.plan.model import save_plan
 
 pytestmark = pytest.mark.usefixtures("english")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _bash_n(text: str, tmp_path: Path) -> None:

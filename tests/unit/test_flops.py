@@ -10,7 +10,7 @@ import pytest
 from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.flops import flops_per_token
 
-DATA = Path(__file__).parent / "data" / "perf_calibration.csv"
+DATA = Path(__file__).resolve().parents[1] / "data" / "perf_calibration.csv"
 
 
 def test_llama3_8b_by_hand():

@@ -120,7 +120,7 @@ def test_missing_gpu_fails_in_the_node_check(slurm_cluster, slurm_env, standin_e
     assert not report.exists() or not any(report.iterdir())
 
 
-STANDIN_TORCH = Path(__file__).resolve().parent / "standin_torch"
+STANDIN_TORCH = Path(__file__).resolve().parents[1] / "standin_torch"
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

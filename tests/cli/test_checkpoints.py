@@ -16,7 +16,7 @@ import pytest
 
 from mbridge_launch.rollback import checkpoints as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def train_state_bytes(iteration: int) -> bytes:

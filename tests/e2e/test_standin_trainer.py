@@ -20,7 +20,7 @@ from standin import checkpoint, distenv, train
 from standin.config import parse
 from standin.faults import clean_loss
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOG_RE = re.compile(
     r"^ \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +(?P<it>\d+)/ +(?P<total>\d+) \|"
     r" consumed samples: +(?P<consumed>\d+) \| elapsed time per iteration \(ms\): [\d.]+ \|"

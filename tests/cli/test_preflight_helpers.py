@@ -25,7 +25,7 @@ from mbridge_launch.plan.model import (
 from mbridge_launch.preflight.megatron_index import write_index
 from plan_fixtures import edit, override  # noqa: F401  (re-exported to the preflight tests)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # A small real model of the catalog (Qwen3 0.6B: 16 heads, 8 KV heads, 28 layers): its two
 # checkpoints (~17 GB) fit the test machines' disks.
 MODEL = "qwen3_600m"

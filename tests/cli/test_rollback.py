@@ -22,7 +22,7 @@ from mbridge_launch.runs.ledger import Ledger
 from mbridge_launch.rollback.journal import LOCK_NAME, SaveDirLock
 from test_checkpoints import make_save_dir, train_state_bytes, write_iter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ROLLBACK_STEPS = ["locked", "journal_written", "pt_written", "txt_written", "moved_1", "moved_2", "journal_done"]
 UNDO_STEPS = ["undo_journal", "undo_moved_1", "undo_moved_2", "undo_txt", "undo_pt", "undo_cleanup"]
 

@@ -18,7 +18,7 @@ from mbridge_launch.cli.main import main
 from mbridge_launch.knowledge.datasets import allowed_modes, check_dataset_mode, get_dataset, load_datasets, selectors_for
 from mbridge_launch.base.errors import UserError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "catalog" / "megatron-bridge-0.6.2.yaml"
 
 

@@ -33,7 +33,7 @@ def test_the_writer_renders_every_constant(monkeypatch):
 
     from mbridge_launch.planner.throughput import Calibration
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from fit_constants import render
 
     odd = replace(CAL, **{f.name: 0.123 for f in fields(Calibration) if isinstance(getattr(CAL, f.name), float)})

@@ -36,7 +36,7 @@ from mbridge_launch.gate.submit import GateOptions, confirm_submission, confirma
 from mbridge_launch.plan.model import plan_from_dict, save_plan
 from plan_fixtures import single_node_h100
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "tests" / "standin_trainer.py"
 CLI = [sys.executable, "-m", "mbridge_launch"]
 

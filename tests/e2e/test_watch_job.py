@@ -34,7 +34,7 @@ from mbridge_launch.gate.watcher_job import PARTITION_ENV, watcher_sbatch_argv
 from plan_fixtures import single_node_h100, with_changes
 from test_gate import base_plan  # noqa: F401 - the module-scoped `recommend -o` plan fixture
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def auto_plan(tmp_path: Path, enabled: bool = True):

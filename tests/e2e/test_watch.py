@@ -25,7 +25,7 @@ from mbridge_launch.watch.watcher import (
 from plan_fixtures import single_node_h100, with_changes
 from test_checkpoints import log_line, make_save_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeSlurm:

@@ -22,12 +22,12 @@ from mbridge_launch.catalog_sync.writer import dump_catalog
 from mbridge_launch.cli.main import main
 from mbridge_launch.base.errors import UserError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "catalog" / "megatron-bridge-0.6.2.yaml"
 
 
 def _load_fixture():
-    path = Path(__file__).resolve().parent / "fixtures" / "catalog" / "mini_bridge.py"
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "catalog" / "mini_bridge.py"
     spec = importlib.util.spec_from_file_location("mini_bridge", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
