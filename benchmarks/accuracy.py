@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import GRAD_BYTES, Row, load_rows  # noqa: E402
 from fitting import RESTARTS, fit_ranked, predict, prepared, rank_problems  # noqa: E402
-
 from mbridge_launch.planner.flops import flops_per_token  # noqa: E402
 from mbridge_launch.planner.search import Options, search  # noqa: E402
 from mbridge_launch.planner.throughput import CAL, Calibration, estimate_step  # noqa: E402
@@ -181,13 +180,13 @@ def main() -> int:
         loso, lomo = held["system"], held["model"]
 
     lines = ["# Planner benchmarks", "", "## Accuracy (`python benchmarks/accuracy.py`)", "",
-             f"{len(rows)} published rows with a known architecture ({len(items)} with a measured tokens/s); "
-             f"constants of `mbridge_launch/planner/throughput.py`.", "",
+             (f"{len(rows)} published rows with a known architecture ({len(items)} with a measured tokens/s); "
+              f"constants of `mbridge_launch/planner/throughput.py`."), "",
              "| measure | target | result |", "|---|---|---|",
-             f"| published (TP, PP, CP, EP) is plan's first choice | >= 70% | {pct(first / len(valid_ranks))} "
-             f"({first}/{len(valid_ranks)} valid rows; {pct(all_first / len(ranks))} of all {len(ranks)}) |",
-             f"| published layout in plan's top 3 | >= 90% | {pct(top3 / len(valid_ranks))} ({top3}/{len(valid_ranks)}; "
-             f"{pct(all_top3 / len(ranks))} of all) |",
+             (f"| published (TP, PP, CP, EP) is plan's first choice | >= 70% | {pct(first / len(valid_ranks))} "
+              f"({first}/{len(valid_ranks)} valid rows; {pct(all_first / len(ranks))} of all {len(ranks)}) |"),
+             (f"| published layout in plan's top 3 | >= 90% | {pct(top3 / len(valid_ranks))} ({top3}/{len(valid_ranks)}; "
+              f"{pct(all_top3 / len(ranks))} of all) |"),
              f"| estimate tokens/s/GPU, median abs error | <= 6% | {pct(s['median'])} |",
              f"| estimate within 15% | >= 85% | {pct(s['within15'])} |"]
     if loso is not None and lomo is not None:
@@ -197,8 +196,8 @@ def main() -> int:
                   f"| leave-one-model-out, median abs error | <= 12% | {pct(lo_m['median'])} (within 15%: {pct(lo_m['within15'])}) |"]
     lines += [f"| estimates above the system's peak | 0 | {len(peak_bad)} |", ""]
     b_seen, b_loso, b_lomo = (summary(base[k]) for k in ("seen", "loso", "lomo"))
-    lines += ["Baseline, a table of median MFU per (system, precision, model) (leave-one-row-out; unseen "
-              "combinations fall back to (precision, model), (system, precision), (model)):", "",
+    lines += [("Baseline, a table of median MFU per (system, precision, model) (leave-one-row-out; unseen "
+               "combinations fall back to (precision, model), (system, precision), (model)):"), "",
               "| | baseline median | baseline within 15% | planner median | planner within 15% |", "|---|---|---|---|---|",
               f"| seen combinations | {pct(b_seen['median'])} | {pct(b_seen['within15'])} | {pct(s['median'])} | {pct(s['within15'])} |"]
     if loso is not None and lomo is not None:
@@ -209,30 +208,30 @@ def main() -> int:
         lines += ["Rows whose published layout breaks the rules (left out of the rank percentages above): "
                   + "; ".join(invalid), ""]
     lines += [
-        "How the rows are read: the published layout is estimated with the lightest recompute the memory model "
-        "lets fit (none, selective, full recompute of a quarter, half or three quarters of each pipeline chunk's "
-        "layers, then of all); benchmark recipes reduce gradients in bf16 (2-byte gradient buffers); `tokendrop` rows run "
-        "without the dropless-MoE synchronisation, `w/o MTP` rows without DeepSeek-V3's MTP layer; 61-layer "
-        "models declare uneven pipeline stages. `plan` ranks one entry per (TP, PP, CP, EP, ETP, FSDP) grid (its "
-        "best MBS/VP/recompute) by predicted tokens/s/GPU with a small charge above 80% of HBM and a conventional-layout "
-        "preference that only decides near-ties (`search.preference`: +2% per doubling of EP, -0.5% per doubling of "
-        "CP at sequences up to 8k). The constants are "
-        "fitted by `benchmarks/fit_constants.py` (regression on tokens/s plus a ranking term that asks the "
-        "published grid to come first, with physical priors); every leave-one-out refit repeats that whole "
-        "procedure without the held-out rows, ranking term and restarts included (five Nelder-Mead starts, the "
-        "defaults and four seeded perturbations, the lowest objective wins; weighted RANK_WEIGHT = 3 against "
-        "the regression, which buys ranking at some cost in the within-15% share). Besides compute, the "
-        "model charges every ring step of the data-parallel and Megatron-FSDP collectives (CAL.ring_step_s, "
-        "what makes 512-way FSDP slow at scale), paces the pipeline by its busiest stage (stages hold whole "
-        "layers; the last also runs the LM head(s) and MTP, which an uneven split offsets only by whole layers), "
-        "waits for every pipeline send/receive without interleaving (VP > 1 overlaps them), and scales host "
-        "round trips by the host (Grace over NVLink-C2C on GB200/GB300, CAL.host_latency). The fitting "
-        "objective is flat near its minimum: two fits whose objectives differ by 0.1% can rank five near-tie "
-        "rows differently, so `fit_constants.py` also refines the committed constants and keeps the lower "
-        "objective (the leave-one-out refits start from the defaults only: the committed constants have "
-        "seen the held-out rows). Adding general layout preferences fitted on the rows (EP, CP, "
-        "FSDP, memory terms) ranks more rows first on the rows it was fitted on but fewer when a model "
-        "is held out (leave-one-model-out), so `search.preference` keeps its two hand-set rules.", ""]
+        ("How the rows are read: the published layout is estimated with the lightest recompute the memory model "
+         "lets fit (none, selective, full recompute of a quarter, half or three quarters of each pipeline chunk's "
+         "layers, then of all); benchmark recipes reduce gradients in bf16 (2-byte gradient buffers); `tokendrop` rows run "
+         "without the dropless-MoE synchronisation, `w/o MTP` rows without DeepSeek-V3's MTP layer; 61-layer "
+         "models declare uneven pipeline stages. `plan` ranks one entry per (TP, PP, CP, EP, ETP, FSDP) grid (its "
+         "best MBS/VP/recompute) by predicted tokens/s/GPU with a small charge above 80% of HBM and a conventional-layout "
+         "preference that only decides near-ties (`search.preference`: +2% per doubling of EP, -0.5% per doubling of "
+         "CP at sequences up to 8k). The constants are "
+         "fitted by `benchmarks/fit_constants.py` (regression on tokens/s plus a ranking term that asks the "
+         "published grid to come first, with physical priors); every leave-one-out refit repeats that whole "
+         "procedure without the held-out rows, ranking term and restarts included (five Nelder-Mead starts, the "
+         "defaults and four seeded perturbations, the lowest objective wins; weighted RANK_WEIGHT = 3 against "
+         "the regression, which buys ranking at some cost in the within-15% share). Besides compute, the "
+         "model charges every ring step of the data-parallel and Megatron-FSDP collectives (CAL.ring_step_s, "
+         "what makes 512-way FSDP slow at scale), paces the pipeline by its busiest stage (stages hold whole "
+         "layers; the last also runs the LM head(s) and MTP, which an uneven split offsets only by whole layers), "
+         "waits for every pipeline send/receive without interleaving (VP > 1 overlaps them), and scales host "
+         "round trips by the host (Grace over NVLink-C2C on GB200/GB300, CAL.host_latency). The fitting "
+         "objective is flat near its minimum: two fits whose objectives differ by 0.1% can rank five near-tie "
+         "rows differently, so `fit_constants.py` also refines the committed constants and keeps the lower "
+         "objective (the leave-one-out refits start from the defaults only: the committed constants have "
+         "seen the held-out rows). Adding general layout preferences fitted on the rows (EP, CP, "
+         "FSDP, memory terms) ranks more rows first on the rows it was fitted on but fewer when a model "
+         "is held out (leave-one-model-out), so `search.preference` keeps its two hand-set rules."), ""]
     if loso is not None and lomo is not None:
         lines += ["Per held-out group (median abs error):", "",
                   "| held out | rows | median |", "|---|---|---|"]
@@ -240,8 +239,8 @@ def main() -> int:
             for g, e in groups.items():
                 lines.append(f"| {name} {g} | {len(e)} | {pct(summary(e)['median'])} |")
         lines.append("")
-    lines += ["Per row (estimate error with the committed constants; rank of the published layout, "
-              f"'>{TOP}' = not in the first {TOP}):", "",
+    lines += [("Per row (estimate error with the committed constants; rank of the published layout, "
+               f"'>{TOP}' = not in the first {TOP}):"), "",
               "| row | published | tokens/s | estimate | error | rank | plan's first |", "|---|---|---|---|---|---|---|"]
     err_by_index = {r.index: e for (r, _), e in zip(items, errs)}
     for row, rk, chosen in ranks:

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from mbridge_launch.knowledge.hardware import Hardware, get_hardware, normalize_precision  # noqa: E402
+from mbridge_launch.knowledge.hardware import Hardware, get_hardware  # noqa: E402
 from mbridge_launch.knowledge.models import ModelArch, load_arch  # noqa: E402
+from mbridge_launch.knowledge.vocabulary import normalize_precision  # noqa: E402
 from mbridge_launch.planner.memory import estimate_memory  # noqa: E402
 from mbridge_launch.planner.rules import Layout, check_layout, errors  # noqa: E402
 

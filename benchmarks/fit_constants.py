@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import ROOT, load_rows  # noqa: E402
 from fitting import RESTARTS, fit_ranked, objective, predict, prepared, rank_problems  # noqa: E402
-
 from mbridge_launch.planner.throughput import CAL, Calibration  # noqa: E402
 
 TARGET = ROOT / "mbridge_launch" / "planner" / "throughput.py"

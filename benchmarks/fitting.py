@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from calibration_rows import GRAD_BYTES, Row, with_fitting_recompute
-
 from mbridge_launch.planner.search import utility
 from mbridge_launch.planner.throughput import CAL, Calibration, estimate_step
 

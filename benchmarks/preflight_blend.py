@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from mbridge_launch.plan.model import CatalogRef, Cluster, DatasetSpec, Parallelism, Plan, RecipeRef
-from mbridge_launch.preflight import run_preflight
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.data_checks import run_data_checks
 from mbridge_launch.preflight.megatron_index import write_index
+from mbridge_launch.preflight.runner import run_preflight
 
 
 def make_blend(root: Path, count: int) -> list[str]:

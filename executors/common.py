@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.plan.model import Plan
 from mbridge_launch.base.quoting import ShellExpr, ShellValue, is_env_name, sh
+from mbridge_launch.plan.model import Plan
 from mbridge_launch.plan.trainer_args import trainer_args
 
 # Control characters (newline included) cannot sit inside a #SBATCH line or a Slurm file name.
@@ -176,7 +176,8 @@ def perf_env(plan: Plan) -> dict[str, str]:
 
 def segment(plan: Plan) -> Optional[int]:
     """sbatch --segment, only where the site supports it (profile.segment): the Plan's value,
-    else NVIDIA's rule for 4-GPU NVL72 nodes (facts section 4)."""
+    else NVIDIA's rule for 4-GPU NVL72 nodes (the node count up to 18, else its largest divisor
+    up to 18, so that a job's nodes sit inside NVLink domains)."""
     c = plan.cluster
     if not c.profile.segment:
         return None

@@ -2,7 +2,8 @@
 `run.SlurmExecutor` whose `run.LocalTunnel` submits from this host, detached.
 
 NeMo-Run 0.11 does not shell-quote what it writes into srun and export lines, and its
-LocalTunnel joins mkdir/sbatch command lines unquoted (facts section 7), so this adapter quotes
+LocalTunnel joins mkdir/sbatch command lines unquoted (measured on a real Slurm: `$(cmd)` and
+`;cmd` in arguments, env values, mounts, titles and task names executed), so this adapter quotes
 every script argument, env value, mount and srun argument itself, and accepts only safe names for
 the experiment title, task name and NeMo-Run home. `nemo_run` is imported lazily (1-2 s), after
 NEMORUN_HOME is set, because NeMo-Run reads it at import time.
@@ -24,12 +25,13 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from mbridge_launch.base.errors import SubmissionError, UserError
-from mbridge_launch.executors import common, node_check, slurm_cli
+from mbridge_launch.base.quoting import is_safe_name, sh
+from mbridge_launch.executors import Requirement, common, node_check, slurm_cli
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.plan.model import Plan
-from mbridge_launch.base.quoting import is_safe_name, sh
 
 NAME = "nemo-run"
+REQUIRES = (Requirement("nemo_run", package="nemo-run", extra="nemo-run"),)  # checked by the registry
 TASK_NAME = "train"
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 _ID_SUFFIX = re.compile(r"^[A-Za-z0-9.-]+$")

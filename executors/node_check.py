@@ -1,7 +1,7 @@
 """The node check: before training starts, every node proves it has the GPU count and type the
 Plan expects, and the job fails fast with "expected ... found ..." per node otherwise.
 
-It is the first step of every rendered job and can be rendered alone (`node_check_script`) so that
+It is the first step of every rendered job and can be rendered alone (`batch_script.node_check_script`) so that
 `preflight --on-nodes` submits just that step. The bash program is a code constant; the expected
 values and the (translated) message templates reach it as positional arguments, never as shell
 text, so nothing a Plan holds is ever parsed by the shell.
@@ -10,8 +10,9 @@ text, so nothing a Plan holds is ever parsed by the shell.
 from __future__ import annotations
 
 from mbridge_launch.base.i18n import t
-from mbridge_launch.plan.model import Plan
 from mbridge_launch.base.quoting import ShellExpr, ShellValue, sh, sh_join
+from mbridge_launch.knowledge.vocabulary import gpu_type_or_none
+from mbridge_launch.plan.model import Plan
 
 # Arguments: EXPECTED_COUNT EXPECTED_TYPE OK_TEMPLATE MISMATCH_TEMPLATE UNKNOWN_TYPE_TEMPLATE.
 # Templates use {node} {expected_count} {expected_type} {found_count} {found_type} {source}.
@@ -75,10 +76,11 @@ _PROGRAM_VAR = ShellExpr('"$mbridge_node_check"')
 
 
 def node_check_args(plan: Plan) -> list[str]:
-    """Positional arguments of the program: expected count and type, message templates."""
+    """Positional arguments of the program: expected count and type (canonical: a Plan's
+    `dgx-h100` is the `h100` that nvidia-smi and GRES names contain), message templates."""
     c = plan.cluster
     return [
-        str(c.gpus_per_node), c.gpu_type,
+        str(c.gpus_per_node), gpu_type_or_none(c.gpu_type) or c.gpu_type,
         t("executors.node_check.ok", **_PLACEHOLDERS),
         t("executors.node_check.mismatch", **_PLACEHOLDERS),
         t("executors.node_check.type_unknown", **_PLACEHOLDERS),
@@ -92,7 +94,7 @@ def node_check_argv(plan: Plan) -> list[str]:
 
 def node_check_srun_argv(plan: Plan) -> list[ShellValue]:
     """One task on every node of the allocation. --export=ALL because an sbatch --export list
-    is inherited by srun steps inside the job (facts: --export=NONE reaches srun)."""
+    is inherited by srun steps inside the job (an sbatch --export=NONE would reach srun too)."""
     n = plan.cluster.nodes
     return [
         "srun", "--export=ALL", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",
@@ -107,7 +109,7 @@ def node_check_step(plan: Plan) -> str:
     if _HEREDOC_END in NODE_CHECK_PROGRAM:  # a code invariant, not a user error
         raise RuntimeError("node check program contains its heredoc delimiter")
     failed = sh("mbridge-launch: " + t("executors.node_check.failed"))
-    passed = sh("mbridge-launch: " + t("executors.node_check.passed", nodes=plan.cluster.nodes))
+    passed = sh("mbridge-launch: " + t("executors.node_check.passed", count=plan.cluster.nodes))
     return (
         f"mbridge_node_check=$(cat <<'{_HEREDOC_END}'\n"
         f"{NODE_CHECK_PROGRAM}"
@@ -120,13 +122,3 @@ def node_check_step(plan: Plan) -> str:
         f"echo {passed}"
     )
 
-
-def node_check_script(plan: Plan, time: str = "00:10:00") -> str:
-    """A complete short batch script that runs only the node check (for preflight --on-nodes):
-    the Plan's partition, account, nodes and GPUs, with its own job name and log."""
-    from mbridge_launch.executors.templating import render_template
-    from mbridge_launch.executors import sbatch
-
-    context = sbatch.script_context(plan, submit_command=None, purpose="node-check")
-    context["cluster_time"] = time
-    return render_template("node_check.sh.j2", context)

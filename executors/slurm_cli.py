@@ -1,16 +1,23 @@
-"""Running sbatch / squeue / sacct / scancel with typed failures.
+"""The one Slurm command layer: every sbatch / squeue / sacct / scancel / scontrol / sinfo /
+sacctmgr / srun call of the package (executors, preflight, the ledger's reconcile, the CLI) goes
+through `call()`.
 
-A refused submission becomes a SubmissionError (exit code 4) whose message is ONE line, Slurm's own
-reason ("Requested node configuration is not available"), while the raw stderr is kept on the
-exception for the ledger and for -v output.
+`call()` runs a command (never through a shell) and returns a typed `SlurmResult` that keeps the
+raw stdout and stderr whole, or raises `SlurmCommandError` (a `SlurmUnavailable`) when the command
+gives no answer at all: not installed, could not start, or hung. Each caller decides what a
+non-zero exit means for it: the executors turn a refused submission into a SubmissionError
+(exit code 4) whose message is ONE line, Slurm's own reason ("Requested node configuration is not
+available"), with the raw output kept on the exception for the ledger and for -v output;
+preflight turns it into a finding, reconcile into "cannot tell".
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from mbridge_launch.base.errors import SubmissionError, UserError
 
@@ -19,22 +26,93 @@ _JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")  # sbatch --parsable prints "ID" or "I
 _SUBMITTED = re.compile(r"Submitted batch job (\d+)")
 
 
+class SlurmUnavailable(Exception):
+    """Slurm could not be asked (commands missing, hanging, controller or accounting down):
+    nothing may be concluded from the silence, in particular not that a job does not exist."""
+
+
+class SlurmCommandError(SlurmUnavailable):
+    """A Slurm command gave no answer. `kind`: missing (not on PATH), failed (could not start:
+    `reason`), timeout (no answer within `seconds`)."""
+
+    def __init__(self, kind: str, argv: Sequence[str], *, seconds: float = 0.0, reason: str = "") -> None:
+        self.kind, self.argv, self.seconds, self.reason = kind, tuple(argv), seconds, reason
+        super().__init__(f"{self.command}: {kind}" + (f" ({reason})" if reason else ""))
+
+    @property
+    def command(self) -> str:
+        return self.argv[0] if self.argv else "?"
+
+    def user_error(self) -> UserError:
+        """The one-line error the executors and the CLI show."""
+        if self.kind == "missing":
+            return UserError("executors.slurm_missing", command=self.command)
+        if self.kind == "timeout":
+            return UserError("executors.slurm_timeout", command=" ".join(self.argv[:2]), seconds=int(self.seconds))
+        return UserError("executors.command_failed", command=self.command, reason=self.reason)
+
+
+@dataclass(frozen=True)
+class SlurmResult:
+    """A Slurm command's answer: its exit status and its raw output, kept whole."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def output(self) -> str:
+        """stdout then stderr, as the ledger records a submission's answer."""
+        return self.stdout + self.stderr
+
+    @property
+    def reason(self) -> str:
+        """The one line worth showing from a failure (see slurm_reason)."""
+        return slurm_reason(self.stderr or self.stdout)
+
+
+def call(
+    argv: Sequence[str],
+    *,
+    cwd: Optional[Path] = None,
+    env: Optional[Mapping[str, str]] = None,
+    stdin: Optional[str] = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> SlurmResult:
+    """Run a Slurm client command (never through a shell) and return its answer, whatever its exit
+    status; SlurmCommandError when there is none. `env`: the whole environment (default: ours)."""
+    argv = [str(a) for a in argv]
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=None if env is None else dict(env), input=stdin, capture_output=True,
+            text=True, errors="replace", timeout=timeout, check=False,
+        )
+    except FileNotFoundError:
+        raise SlurmCommandError("missing", argv) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmCommandError("timeout", argv, seconds=timeout) from None
+    except OSError as exc:  # not executable, too many processes, ...
+        raise SlurmCommandError("failed", argv, reason=exc.strerror or str(exc)) from None
+    return SlurmResult(tuple(argv), proc.returncode, proc.stdout or "", proc.stderr or "")
+
+
 def run_slurm(
     argv: Sequence[str],
     *,
     cwd: Optional[Path] = None,
     timeout: float = DEFAULT_TIMEOUT_S,
-) -> subprocess.CompletedProcess:
-    """Run a Slurm client command (never through a shell); missing or hanging commands become
-    one-line UserErrors."""
+) -> SlurmResult:
+    """`call()` for the executors and the CLI: a command that gives no answer is a one-line
+    UserError."""
     try:
-        return subprocess.run(
-            list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except FileNotFoundError:
-        raise UserError("executors.slurm_missing", command=argv[0]) from None
-    except subprocess.TimeoutExpired:
-        raise UserError("executors.slurm_timeout", command=" ".join(argv[:2]), seconds=int(timeout)) from None
+        return call(argv, cwd=cwd, timeout=timeout)
+    except SlurmCommandError as exc:
+        raise exc.user_error() from None
 
 
 def slurm_reason(output: str) -> str:
@@ -63,10 +141,9 @@ def parse_job_id(stdout: str, executor: str = "sbatch") -> str:
 def sbatch(script: Path, *, cwd: Path, extra_args: Sequence[str] = ()) -> tuple[str, str]:
     """Submit a script; returns (job id, raw output)."""
     proc = run_slurm(["sbatch", "--parsable", *extra_args, str(script)], cwd=cwd)
-    raw = (proc.stdout or "") + (proc.stderr or "")
-    if proc.returncode != 0:
-        raise submission_error(raw)
-    return parse_job_id(proc.stdout), raw
+    if not proc.ok:
+        raise submission_error(proc.output)
+    return parse_job_id(proc.stdout), proc.output
 
 
 def job_states(job_ids: Sequence[str]) -> dict[str, str]:
@@ -77,7 +154,7 @@ def job_states(job_ids: Sequence[str]) -> dict[str, str]:
         return {}
     states: dict[str, str] = {}
     proc = run_slurm(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(ids)])
-    if proc.returncode == 0:
+    if proc.ok:
         for line in proc.stdout.splitlines():
             parts = line.strip().split("|")
             if len(parts) >= 2 and parts[0] in ids:
@@ -85,7 +162,7 @@ def job_states(job_ids: Sequence[str]) -> dict[str, str]:
     missing = [j for j in ids if j not in states]
     if missing:
         proc = run_slurm(["squeue", "-h", "-t", "all", "-o", "%i|%T", "-j", ",".join(missing)])
-        if proc.returncode == 0:
+        if proc.ok:
             for line in proc.stdout.splitlines():
                 parts = line.strip().split("|")
                 if len(parts) == 2 and parts[0] in missing:
@@ -98,5 +175,5 @@ def scancel(job_ids: Sequence[str]) -> None:
     if not ids:
         return
     proc = run_slurm(["scancel", *ids])
-    if proc.returncode != 0:
-        raise UserError("executors.command_failed", command="scancel", reason=slurm_reason(proc.stderr or proc.stdout))
+    if not proc.ok:
+        raise UserError("executors.command_failed", command="scancel", reason=proc.reason)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -20,14 +19,16 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional
 
+from mbridge_launch import __version__
+from mbridge_launch.base import slurm_time
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.executors import common, node_check, slurm_cli
+from mbridge_launch.base.quoting import sh, sh_join
+from mbridge_launch.executors import Requirement, common, node_check, slurm_cli
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.plan.model import Plan
-from mbridge_launch import __version__
-from mbridge_launch.base.quoting import sh, sh_join
 
 NAME = "submitit"
+REQUIRES = (Requirement("submitit", package="submitit", extra="submitit"),)  # checked by the registry
 
 # $1: node check program, $2..$6 its arguments, $7: number of setup commands, then the setup
 # commands, then the trainer argv. Every task checks its node (a few ms) before exec'ing.
@@ -39,25 +40,17 @@ while [ "$n" -gt 0 ]; do eval "$1"; shift; n=$((n - 1)); done
 exec "$@"
 """
 
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-
-
 def slurm_time_minutes(value: str) -> int:
-    """Slurm time formats (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) as whole minutes."""
-    match = _TIME.match(value.strip())
-    if not match:
+    """A Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) as whole minutes, rounded up; submitit
+    has no unlimited timeout, so UNLIMITED is refused like a malformed time."""
+    try:
+        minutes = slurm_time.minutes(value)
+    except ValueError:
+        minutes = None
+    if minutes is None:
         raise UserError("plan.invalid_field", field="cluster.time", path="<plan>",
                         reason="expected MM, HH:MM:SS or D-HH:MM:SS")
-    days, a, b, c = match.groups()
-    if days is not None:  # D-HH[:MM[:SS]]
-        minutes = int(days) * 1440 + int(a) * 60 + int(b or 0) + (1 if c and int(c) else 0)
-    elif b is None:  # MM
-        minutes = int(a)
-    elif c is None:  # MM:SS
-        minutes = int(a) + (1 if int(b) else 0)
-    else:  # HH:MM:SS
-        minutes = int(a) * 60 + int(b) + (1 if int(c) else 0)
-    return max(1, minutes)
+    return minutes
 
 
 def folder_for(plan: Plan, submit_dir: Path) -> Path:

@@ -9,6 +9,8 @@
   that calls sbatch/squeue in-process.
 - `standin_trainer` (session): absolute Path of tests/standin_trainer.py;
   `standin_entry`: [sys.executable, that path] (a Plan's launch.entry).
+- `mbl` (session): the command line in a fresh process, `mbl.run(*args, env=..., cwd=..., input=...,
+  timeout=...)` (tests/cli_helpers.py; `run_cli` there is the same as a plain function).
 - `shared_dir` (function): a fresh directory every fake node sees, NOT under /tmp (preflight may
   refuse /tmp for checkpoints): <repo>/.state/test-shared/<session>/<test> (or, when the checkout
   itself is on node-local storage such as /tmp, /var/lib/mbridge-launch-tests/...), or under
@@ -25,14 +27,13 @@ from pathlib import Path
 
 import pytest
 
-# TEMPORARY (until test helpers move out of test modules): tier folders importable
-for _tier in ("unit", "cli", "golden", "e2e"):
-    sys.path.insert(0, str(Path(__file__).resolve().parent / _tier))
-
-import slurmcluster  # noqa: E402
-
+import cli_helpers
+import slurmcluster
 
 REPO = Path(__file__).resolve().parents[1]
+# a message key missing from mbridge_launch/messages raises instead of printing the key (in this
+# process and in every command the tests start)
+os.environ["MBRIDGE_LAUNCH_STRICT_MESSAGES"] = "1"
 STANDIN = Path(__file__).resolve().parent / "standin_trainer.py"
 
 
@@ -148,3 +149,11 @@ def english():
     i18n.set_lang("en")
     yield
     i18n.set_lang(None)
+
+
+@pytest.fixture(scope="session")
+def mbl() -> cli_helpers.Mbl:
+    """The command line in a fresh process: `mbl.run(*args, env=, cwd=, input=, timeout=, lang=)`
+    returns a result with .rc/.returncode, .stdout, .stderr and .json(); `mbl.popen(...)` starts
+    one without waiting (tests/cli_helpers.py says what the environment and defaults are)."""
+    return cli_helpers.Mbl()

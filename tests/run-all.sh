@@ -5,12 +5,17 @@
 #
 # 1. installs the Slurm / munge / MariaDB / gcc / libslurm-dev / libpmix-dev / python3-venv
 #    packages when missing (tests/cluster/install-packages.sh: apt-get update once, then install),
-# 2. creates .venv with `python3 -m venv` when missing and `pip install -e '.[test]'` (skipped when
-#    pyproject.toml has not changed since the last install),
-# 3. runs `python -m pytest` over the whole suite, slurm and network tests included; the session
+# 2. creates .venv with `python3 -m venv` when missing and `pip install -e '.[all,test]'` (every
+#    executor's library and the dev tools; skipped when pyproject.toml has not changed since the
+#    last install),
+# 3. lints: `ruff check` ([tool.ruff]), mypy against its baseline (tests/tooling/mypy_baseline.py:
+#    no new errors, and a baseline that only shrinks) and `lint-imports` (the import-linter
+#    contracts of [tool.importlinter], tests/tooling/lint-imports.sh); a failing lint fails the run
+#    (the tests still run, so one run reports everything),
+# 4. runs `python -m pytest` over the whole suite, slurm and network tests included; the session
 #    fixture in tests/conftest.py starts the local Slurm cluster (tests/cluster/start-cluster.sh)
 #    when it is not running and stops it at the end if it started it,
-# 4. stops the cluster if it is still running here but was not before (pytest killed mid-way).
+# 5. stops the cluster if it is still running here but was not before (pytest killed mid-way).
 #
 # A cluster that cannot start is a failure here (MBL_REQUIRE_SLURM=1, unless set to 0).
 # Pytest's "no tests collected" (exit 5) is a failure. Env: MBL_SLURM_DIR (cluster directory),
@@ -44,20 +49,43 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.mbl-test-install
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && .venv/bin/python -c 'import mbridge_launch, pytest' 2>/dev/null; then
+if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && .venv/bin/python -c 'import mbridge_launch, pytest, nemo_run, submitit' 2>/dev/null; then
   echo "up to date ($(.venv/bin/python -V))"
 else
   piplog=.venv/pip-install.log
-  if ! .venv/bin/python -m pip install -e '.[test]' >"$piplog" 2>&1; then
+  if ! .venv/bin/python -m pip install -e '.[all,test]' >"$piplog" 2>&1; then
     tail -n 30 "$piplog" >&2
-    die "pip install -e '.[test]' failed (full log: $piplog)"
+    die "pip install -e '.[all,test]' failed (full log: $piplog)"
   fi
   echo "$want" >"$stamp"
   echo "installed ($(.venv/bin/python -V))"
 fi
 t_venv=$((SECONDS - t))
 
-# ---------------------------------------------------------------- 3. the suite
+# ---------------------------------------------------------------- 3. lint
+step "lint (ruff, mypy against its baseline, import-linter)"
+t=$SECONDS
+lint_failed=()
+lint() {  # NAME COMMAND...: run one linter; its output, then one line with its verdict and time
+  local name=$1 t0=$SECONDS
+  shift
+  if "$@"; then
+    printf -- '-- %s: passed (%ss)\n' "$name" "$((SECONDS - t0))"
+  else
+    printf -- '-- %s: FAILED (%ss)\n' "$name" "$((SECONDS - t0))"
+    lint_failed+=("$name")
+  fi
+}
+lint_failures() { local name out=""; for name in "${lint_failed[@]}"; do out+="${out:+, }$name"; done; echo "$out"; }
+lint "ruff check" .venv/bin/ruff check --no-cache .
+lint "mypy baseline" .venv/bin/python tests/tooling/mypy_baseline.py
+lint "lint-imports" bash tests/tooling/lint-imports.sh
+t_lint=$((SECONDS - t))
+if [ ${#lint_failed[@]} -gt 0 ]; then
+  printf '\nrun-all: lint FAILED: %s (see above); the tests run anyway\n' "$(lint_failures)" >&2
+fi
+
+# ---------------------------------------------------------------- 4. the suite
 slurm_up() { [ -s "$SLURM_DIR/run/slurmctld.pid" ] && kill -0 "$(cat "$SLURM_DIR/run/slurmctld.pid")" 2>/dev/null; }
 was_up=0
 slurm_up && was_up=1
@@ -67,7 +95,7 @@ t=$SECONDS
 rc=$?
 t_tests=$((SECONDS - t))
 
-# ---------------------------------------------------------------- 4. leftovers
+# ---------------------------------------------------------------- 5. leftovers
 if [ $was_up = 0 ] && slurm_up; then
   step "stopping the cluster left running by an interrupted session"
   tests/cluster/stop-cluster.sh "$SLURM_DIR" || true
@@ -78,6 +106,10 @@ case $rc in
   5) verdict="FAILED: pytest collected no tests (exit 5)" rc=1 ;;
   *) verdict="FAILED: pytest exit $rc" ;;
 esac
-printf '\nrun-all: %s  (packages %ss, venv %ss, tests %ss, total %ss)\n' \
-  "$verdict" "$t_pkgs" "$t_venv" "$t_tests" "$((SECONDS - t_all))"
+if [ ${#lint_failed[@]} -gt 0 ]; then
+  lints="lint failed ($(lint_failures))"
+  if [ $rc = 0 ]; then verdict="FAILED: $lints" rc=1; else verdict="$verdict; $lints"; fi
+fi
+printf '\nrun-all: %s  (packages %ss, venv %ss, lint %ss, tests %ss, total %ss)\n' \
+  "$verdict" "$t_pkgs" "$t_venv" "$t_lint" "$t_tests" "$((SECONDS - t_all))"
 exit $rc

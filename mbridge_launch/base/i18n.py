@@ -1,19 +1,29 @@
 """One message catalog, English and Chinese.
 
-Messages live in mbridge_launch/messages/<area>.py as MESSAGES = {key: (english, chinese)} with
-str.format placeholders. The language comes from --lang, else MBRIDGE_LAUNCH_LANG, else a zh*
-locale in LC_ALL / LC_MESSAGES / LANG, else English. Chinese terms follow the project glossary.
+The messages are data: mbridge_launch/messages/en.yaml and zh.yaml, one `key: text` entry per
+message with str.format placeholders, the same keys and placeholders in both files. A message that
+depends on a number is a mapping of plural forms chosen by its `count` parameter: English has `one`
+(count 1) and `other`, Chinese only `other`. Only the language in use is read (a few ms).
+
+The language comes from --lang, else MBRIDGE_LAUNCH_LANG, else a zh* locale in LC_ALL /
+LC_MESSAGES / LANG, else English. Chinese terms follow the project glossary.
+
+A key missing from the catalog is a programming error that tests/unit/test_messages.py finds in the
+source; at run time the user still gets the key and its parameters, and with
+MBRIDGE_LAUNCH_STRICT_MESSAGES=1 (set by the test suite) it raises KeyError instead.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
+from typing import Union
 
 LANGS = ("en", "zh")
+PLURAL_FORMS = {"en": ("one", "other"), "zh": ("other",)}  # the forms each language's entries need
+
+Entry = Union[str, dict[str, str]]
 _current: str | None = None
-_catalog: dict[str, tuple[str, str]] | None = None
+_messages: dict[str, dict[str, Entry]] = {}
 
 
 def detect_lang() -> str:
@@ -36,27 +46,52 @@ def current_lang() -> str:
     return _current or detect_lang()
 
 
-def catalog() -> dict[str, tuple[str, str]]:
-    global _catalog
-    if _catalog is None:
-        import mbridge_launch.messages as pkg
+def messages(lang: str) -> dict[str, Entry]:
+    """Every message of `lang` ("en" or "zh"), as read from messages/<lang>.yaml (cached)."""
+    found = _messages.get(lang)
+    if found is None:
+        from importlib.resources import files
 
-        merged: dict[str, tuple[str, str]] = {}
-        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-            module = importlib.import_module(f"{pkg.__name__}.{info.name}")
-            for key, pair in module.MESSAGES.items():
-                if key in merged:
-                    raise RuntimeError(f"message key {key!r} defined twice (messages/{info.name}.py)")
-                merged[key] = pair
-        _catalog = merged
-    return _catalog
+        import yaml
+
+        # BaseLoader: every scalar is a string (a message reading "no" or "1.0" stays text)
+        loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+        text = files("mbridge_launch.messages").joinpath(f"{lang}.yaml").read_text(encoding="utf-8")
+        found = _messages[lang] = yaml.load(text, Loader=loader) or {}
+    return found
+
+
+def has(key: str) -> bool:
+    return key in messages("en")
+
+
+def template(key: str, lang: str = "en") -> Entry:
+    """The raw entry of `key` (a template, or a mapping of plural forms); KeyError when missing."""
+    return messages(lang)[key]
+
+
+def plural_form(lang: str, count: object) -> str:
+    """The plural form a number takes in `lang`: "one" or "other" in English, always "other" in Chinese."""
+    return "one" if lang == "en" and str(count) == "1" else "other"
+
+
+def _strict() -> bool:
+    return os.environ.get("MBRIDGE_LAUNCH_STRICT_MESSAGES") == "1"
 
 
 def t(key: str, lang: str | None = None, **params: object) -> str:
     """The message `key` in `lang` (default: the current language), filled with `params`."""
-    pair = catalog().get(key)
-    if pair is None:
+    lang = lang or current_lang()
+    if lang not in LANGS:
+        lang = "en"
+    entry = messages(lang).get(key)
+    if entry is None and _strict():
+        raise KeyError(f"message key {key!r} is missing from messages/{lang}.yaml")
+    if entry is None:
         # A missing key is a programming error, but the user still deserves the facts.
         return key + (" " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else "")
-    text = pair[1] if (lang or current_lang()) == "zh" else pair[0]
-    return text.format(**params) if params else text
+    if isinstance(entry, dict):
+        if "count" not in params and _strict():
+            raise KeyError(f"message {key!r} has plural forms but no count parameter")
+        entry = entry.get(plural_form(lang, params.get("count"))) or entry["other"]
+    return entry.format(**params) if params else entry

@@ -49,13 +49,6 @@ def sh_join(values: Iterable[ShellValue]) -> str:
     return " ".join(sh(v) for v in values)
 
 
-def sh_flag(name: str, value: ShellValue | None = None) -> str:
-    """`--name=VALUE` with the value quoted (the flag name is a code constant)."""
-    if not name.startswith("-") or not _SAFE_NAME.match(name.lstrip("-")):
-        raise ValueError(f"flag name {name!r} is not a plain option name")
-    return name if value is None else f"{name}={sh(value)}"
-
-
 def is_safe_name(value: str) -> bool:
     """Names that nemo-run and file paths use unquoted: letters, digits, '.', '_', '-'."""
     return bool(_SAFE_NAME.match(value))

@@ -30,6 +30,13 @@ def parse_seconds(text: str) -> int | None:
     return a_i * 60  # M
 
 
+def minutes(text: str) -> int | None:
+    """Whole minutes of a Slurm time, rounded up and at least 1 (submitit's timeout_min); None for
+    UNLIMITED. Raises ValueError when malformed."""
+    seconds = parse_seconds(text)
+    return None if seconds is None else max(1, -(-seconds // 60))
+
+
 def hours(text: str) -> float:
     seconds = parse_seconds(text)
     return float("inf") if seconds is None else seconds / 3600

@@ -10,22 +10,16 @@ from typing import Any
 
 from mbridge_launch.catalog_sync.statements import InterpRaise, exception_name
 from mbridge_launch.catalog_sync.values import ClassValue, External, FuncValue, Obj, Unknown
+from mbridge_launch.knowledge.vocabulary import RECIPE_KEYS, catalog_field
 
-# Megatron name -> (ConfigContainer section, attribute)
-LAYOUT_FIELDS: tuple[tuple[str, str, str], ...] = (
-    ("tensor_model_parallel_size", "model", "tensor_model_parallel_size"),
-    ("pipeline_model_parallel_size", "model", "pipeline_model_parallel_size"),
-    ("virtual_pipeline_model_parallel_size", "model", "virtual_pipeline_model_parallel_size"),
-    ("context_parallel_size", "model", "context_parallel_size"),
-    ("expert_model_parallel_size", "model", "expert_model_parallel_size"),
-    ("expert_tensor_parallel_size", "model", "expert_tensor_parallel_size"),
-    ("sequence_parallel", "model", "sequence_parallel"),
-    ("micro_batch_size", "train", "micro_batch_size"),
-    ("global_batch_size", "train", "global_batch_size"),
-    ("seq_length", "model", "seq_length"),
-    ("dataset_seq_length", "dataset", "seq_length"),
-    ("train_iters", "train", "train_iters"),
-)
+
+def _layout_field(attr: str) -> tuple[str, str, str]:
+    section, _, name = RECIPE_KEYS[attr].partition(".")
+    return catalog_field(attr), section, name
+
+
+# (catalog field name, ConfigContainer section, attribute) of the layout and the other recipe sizes
+LAYOUT_FIELDS: tuple[tuple[str, str, str], ...] = tuple(_layout_field(attr) for attr in RECIPE_KEYS)
 # fields that must be known for the layout checks; null ones are reported
 REQUIRED_FIELDS = (
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",

@@ -1,4 +1,4 @@
-"""Validate each extracted recipe against the parallelism rules (facts section 5) and record
+"""Validate each extracted recipe against Megatron Core's parallelism rules (planner.rules) and record
 what is irregular about it, instead of hiding it.
 
 Checks that need only the recipe: a grid needing more GPUs than the name says, a GPU count the
@@ -6,7 +6,7 @@ grid does not divide, GBS not divisible by MBS x DP, model vs dataset sequence l
 sequence length, VP without PP, SP without TP, recipes that raise. Checks that need the model
 architecture (TP vs heads and KV heads, layers vs PP x VP, experts vs EP) come from the
 planner's rules through `architecture_findings`, when those modules exist.
-Every message is rendered in English and Chinese from messages/catalog.py.
+Every message is rendered in English and Chinese from the message catalog (messages/en.yaml, zh.yaml).
 """
 
 from __future__ import annotations
@@ -129,14 +129,12 @@ def architecture_findings(record: dict[str, Any]) -> list[dict[str, Any]]:
     uneven stages), experts vs EP, TP/EP vs the NVLink domain, SP with TP and EP...
 
     Uses mbridge_launch.knowledge.models.load_arch(model token) and
-    mbridge_launch.planner.rules.check_layout(layout, arch, hardware) when both exist; returns
-    nothing when they do not, or when catalog/models.yaml lacks the recipe's model.
+    mbridge_launch.planner.rules.check_layout(layout, arch, hardware); returns nothing when
+    catalog/models.yaml lacks the recipe's model.
     """
-    try:
-        from mbridge_launch.knowledge.models import load_arch
-        from mbridge_launch.planner.rules import Layout, check_layout
-    except ImportError:
-        return []
+    from mbridge_launch.knowledge.models import load_arch
+    from mbridge_launch.planner.rules import Layout, check_layout
+
     return _check_with_rules(record, load_arch, Layout, check_layout)
 
 

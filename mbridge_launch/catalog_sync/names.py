@@ -1,4 +1,4 @@
-"""Parse recipe function names (facts section 2).
+"""Parse recipe function names.
 
 Canonical: `<model>_<task>_<N>gpu_<hw>_<precision>[_<variant>]_config`, task in pretrain, sft,
 peft. A few exported canonical functions do not follow it (`nemotron_3_super_pretrain_config`);
@@ -10,15 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TASKS = ("pretrain", "sft", "peft")
-HARDWARE = ("h100", "b200", "b300", "gb200", "gb300", "vr200", "r100")
-PRECISIONS = ("bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4")
+from mbridge_launch.knowledge.vocabulary import PRECISIONS, RECIPE_HARDWARE, RECIPE_TASKS
 
 _CANONICAL = re.compile(
-    rf"^(?P<model>.+?)_(?P<task>{'|'.join(TASKS)})_(?P<gpus>\d+)gpu_(?P<hardware>{'|'.join(HARDWARE)})"
+    rf"^(?P<model>.+?)_(?P<task>{'|'.join(RECIPE_TASKS)})_(?P<gpus>\d+)gpu_(?P<hardware>{'|'.join(RECIPE_HARDWARE)})"
     rf"_(?P<precision>{'|'.join(PRECISIONS)})(?:_(?P<variant>.+))?_config$"
 )
-_LOOSE = re.compile(rf"^(?P<model>.+?)_(?P<task>{'|'.join(TASKS)})(?:_(?P<variant>.+))?_config$")
+_LOOSE = re.compile(rf"^(?P<model>.+?)_(?P<task>{'|'.join(RECIPE_TASKS)})(?:_(?P<variant>.+))?_config$")
 
 
 @dataclass(frozen=True)

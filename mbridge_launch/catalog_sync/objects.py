@@ -11,6 +11,7 @@ from typing import Any
 
 from mbridge_launch.catalog_sync.mcore_defaults import EXECUTION_FIELDS, external_defaults
 from mbridge_launch.catalog_sync.values import (
+    BoundMethod,
     Builtin,
     ClassMethod,
     ClassValue,
@@ -21,7 +22,6 @@ from mbridge_launch.catalog_sync.values import (
     Obj,
     PropertyValue,
     StaticMethod,
-    BoundMethod,
     SuperProxy,
     Unknown,
 )

@@ -218,10 +218,6 @@ class DataclassMarker:
 DATACLASS = DataclassMarker()
 
 
-def is_unknown(value: Any) -> bool:
-    return isinstance(value, Unknown)
-
-
 def same(a: Any, b: Any) -> bool:
     """Do two values certainly denote the same thing? (used to merge uncertain assignments)"""
     if a is b:

@@ -1,6 +1,8 @@
 """Command-line entry point. Stays light: command modules import heavy libraries inside run().
 
-Each module in COMMANDS defines HELP, add_arguments(parser) and run(args) -> exit code.
+Each module in COMMANDS defines HELP (the message key of its one-line help), add_arguments(parser)
+and run(args) -> exit code. Every help text comes from the message catalog, in the user's language;
+so do argparse's own words ("usage:", "options", its errors), through _ARGPARSE_WORDS.
 """
 
 from __future__ import annotations
@@ -9,9 +11,12 @@ import argparse
 import importlib
 import os
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from mbridge_launch import __version__
 from mbridge_launch.base.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, UserError
+from mbridge_launch.base.i18n import t
 
 # name -> module; imported when the parser is built (argument definitions only, no heavy imports)
 COMMANDS: dict[str, str] = {
@@ -45,28 +50,68 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_common(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")) -> None:
-    parser.add_argument("--lang", choices=("en", "zh"), help="language of messages (default: from locale)")
+    parser.add_argument("--lang", choices=("en", "zh"), help=t("help.common.lang"))
     if formats:
-        parser.add_argument("--format", choices=formats, default=formats[0], help="output format")
+        parser.add_argument("--format", choices=formats, default=formats[0], help=t("help.common.format"))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="mbridge-launch", description="Recommend, plan, preflight and launch Megatron Bridge training on Slurm.")
-    parser.add_argument("--version", action="version", version=f"mbridge-launch {__version__}")
+    parser = _Parser(prog="mbridge-launch", description=t("help.main"))
+    parser.add_argument("--version", action="version", version=f"mbridge-launch {__version__}", help=t("help.main.version"))
     # also accepted before the command (`mbridge-launch --lang zh plan ...`)
-    parser.add_argument("--lang", dest="global_lang", choices=("en", "zh"), help="language of messages (default: from locale)")
+    parser.add_argument("--lang", dest="global_lang", choices=("en", "zh"), help=t("help.common.lang"))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module_name in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # command not built yet
-            raise
-        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module = importlib.import_module(module_name)
+        command_parser = sub.add_parser(name, help=t(module.HELP), description=t(module.HELP))
         module.add_arguments(command_parser)
         command_parser.set_defaults(_module=module)
     return parser
+
+
+# argparse's own words, which it looks up through gettext (argparse._ and argparse.ngettext):
+# msgid -> message key (the English text of the key is the msgid itself)
+_ARGPARSE_WORDS = {
+    "usage: ": "argparse.usage",
+    "positional arguments": "argparse.positional_arguments",
+    "options": "argparse.options",
+    "show this help message and exit": "argparse.help",
+    "argument %(argument_name)s: %(message)s": "argparse.argument",
+    "unrecognized arguments: %s": "argparse.unrecognized",
+    "not allowed with argument %s": "argparse.not_allowed_with",
+    "ignored explicit argument %r": "argparse.ignored_explicit",
+    "the following arguments are required: %s": "argparse.required",
+    "one of the arguments %s is required": "argparse.one_required",
+    "expected one argument": "argparse.expected_one",
+    "expected at most one argument": "argparse.expected_at_most_one",
+    "expected at least one argument": "argparse.expected_at_least_one",
+    "expected %s argument": "argparse.expected_n",
+    "ambiguous option: %(option)s could match %(matches)s": "argparse.ambiguous",
+    "unexpected option string: %s": "argparse.unexpected_option",
+    "invalid %(type)s value: %(value)r": "argparse.invalid_value",
+    "invalid choice: %(value)r (choose from %(choices)s)": "argparse.invalid_choice",
+    "unknown parser %(parser_name)r (choices: %(choices)s)": "argparse.unknown_parser",
+    "can't open '%(filename)s': %(error)s": "argparse.cannot_open",
+}
+
+
+@contextmanager
+def _argparse_in_language() -> Iterator[None]:
+    """argparse's words in the current language while the parser is built, parses and prints."""
+    def gettext(message: str) -> str:
+        key = _ARGPARSE_WORDS.get(message)
+        return t(key) if key else message
+
+    def ngettext(singular: str, plural: str, n: int) -> str:
+        key = _ARGPARSE_WORDS.get(singular)
+        return t(key, count=n) if key else (singular if n == 1 else plural)
+
+    saved = argparse._, argparse.ngettext  # type: ignore[attr-defined]
+    argparse._, argparse.ngettext = gettext, ngettext  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        argparse._, argparse.ngettext = saved  # type: ignore[attr-defined]
 
 
 def _lang_in(argv: list[str]) -> str | None:
@@ -87,12 +132,13 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     i18n.set_lang(_lang_in(argv))  # before parsing, so that argparse's own errors are in it too
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    i18n.set_lang(getattr(args, "lang", None) or getattr(args, "global_lang", None))
-    if not getattr(args, "_module", None):
-        parser.print_help()
-        return EXIT_BAD_INPUT
+    with _argparse_in_language():
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        i18n.set_lang(getattr(args, "lang", None) or getattr(args, "global_lang", None))
+        if not getattr(args, "_module", None):
+            parser.print_help()
+            return EXIT_BAD_INPUT
     try:
         code = args._module.run(args)
     except UserError as exc:

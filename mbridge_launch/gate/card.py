@@ -29,14 +29,14 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
     lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {data}")
     lines.append(f"{t('card.layout')}: TP={p.tp} PP={p.pp} VP={p.vp or '-'} CP={p.cp} EP={p.ep} ETP={p.etp or '-'} "
                  f"DP={p.dp}  MBS={p.mbs} GBS={p.gbs} seq={p.seq_length}")
-    lines.append(t("gate.card.where", nodes=c.nodes, per_node=c.gpus_per_node, gpu_type=c.gpu_type.upper(),
+    lines.append(t("gate.card.where", nodes=t("count.nodes", count=c.nodes), per_node=c.gpus_per_node, gpu_type=c.gpu_type.upper(),
                    partition=c.partition or "-", account=c.account or "-", time=c.time))
     if e.step_time_s and e.tokens_per_sec_per_gpu:
         lines.append(t("gate.card.speed", step=e.step_time_s, tps=e.tokens_per_sec_per_gpu,
                        total=e.tokens_per_sec_per_gpu * c.total_gpus))
     else:
         lines.append(t("gate.card.speed_unknown"))
-    lines.append(t("gate.card.cost", hours=gpu_hours(plan), gpus=c.total_gpus, time=c.time))
+    lines.append(t("gate.card.cost", hours=gpu_hours(plan), gpus=t("count.gpus", count=c.total_gpus), time=c.time))
     conv = convergence_overrides(plan)
     lines.append(t("gate.card.convergence", count=len(conv)))
     for o in conv:
@@ -51,7 +51,7 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
     if ar.enabled:
         spike = t("gate.card.auto_rollback_spike", factor=ar.spike_factor, window=ar.window) if ar.spike_factor else "-"
         lines.append(t("gate.card.auto_rollback", nan=t("gate.card.yes") if ar.on_nan else t("gate.card.no"),
-                       spike=spike, max=ar.max_rollbacks))
+                       spike=spike, count=ar.max_rollbacks))
         lines.append("    " + (t("gate.card.watcher_job") if watcher else t("gate.card.watcher_none", name=plan.name)))
     lines.append(t("gate.card.script", executor=executor, path=script_path))
     return "\n".join(lines)

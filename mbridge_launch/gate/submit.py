@@ -17,7 +17,7 @@ when a watcher already follows the run chain from a login node).
 
 Crash-safety tests set MBL_GATE_CRASH_AFTER=ledger|sbatch: the process then dies like `kill -9`
 right after the `submitting` row is written, or right after the scheduler accepted the job; the
-next command reconciles the row against Slurm (ledger_cli.open_ledger).
+next command reconciles the row against Slurm (runs.operations.open_ledger).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import Any, Callable, Optional
 
 from mbridge_launch.base.errors import CheckFailed, UserError, writable
 from mbridge_launch.base.i18n import t
-from mbridge_launch.plan.model import Plan
 from mbridge_launch.gate.card import gpu_hours, render_card
+from mbridge_launch.plan.model import Plan
+from mbridge_launch.runs.ledger import AUTO_ROLLBACK_METHOD
 
 DEFAULT_THRESHOLD_GPU_HOURS = 100.0
 THRESHOLD_ENV = "MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS"
 CRASH_ENV = "MBL_GATE_CRASH_AFTER"  # fault injection for the crash-safety tests: ledger | sbatch
-AUTO_ROLLBACK_METHOD = "auto-rollback"  # the watcher's confirmations (rollback and resubmit) in the ledger
 
 
 @dataclass
@@ -142,10 +142,11 @@ def _write_review_copy(plan: Plan, rendered: Any, workdir: Path) -> Path:
 
 def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] = None,
                  plan_text: Optional[str] = None) -> GateResult:
-    from mbridge_launch.runs import ledger as L
     from mbridge_launch.executors.launch import submit_plan
-    from mbridge_launch.runs.operations import refresh
+    from mbridge_launch.preflight.render import render_text
     from mbridge_launch.preflight.runner import run_preflight
+    from mbridge_launch.runs import ledger as L
+    from mbridge_launch.runs.operations import refresh
 
     out = options.out or sys.stderr
     workdir = Path(options.workdir or Path.cwd()).resolve()
@@ -163,8 +164,6 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
                               jobs=", ".join(run.job_ids) or "-")
 
         report = run_preflight(plan, cluster=options.cluster_checks, plan_text=plan_text)
-        from mbridge_launch.cli.commands.preflight import render_text
-
         print(render_text(report, plan.name), file=out)
         if report.errors and not options.force:
             raise CheckFailed("gate.preflight_failed", count=len(report.errors))
@@ -238,11 +237,9 @@ def _convergence_changes(ledger: Any, parent_run_id: Optional[int], plan: Plan) 
 
 def _open_ledger(path: Optional[str]) -> Any:
     """The ledger, with rows left `submitting` by a crashed submit reconciled first."""
-    import argparse
-
     from mbridge_launch.runs.operations import open_ledger
 
-    return open_ledger(argparse.Namespace(ledger=path))
+    return open_ledger(path)
 
 
 # ---------------------------------------------------------------------- resubmissions
@@ -269,14 +266,14 @@ def auto_resubmit(ledger: Any, run: Any, to_iter: int, trigger: Any, *, start_wa
     'auto-rollback' with the trigger); no duplicate check, the previous run was just cancelled.
     `start_watcher`: a watcher job for the new run (the watcher that calls this is a job that
     stops after one run); a watcher on a login node follows the new run itself."""
-    from mbridge_launch.watch.watcher import auto_rollback_plan
+    from mbridge_launch.plan.resubmission import auto_rollback_plan
 
     detail = {"reason": "plan.auto_rollback", "trigger": trigger.as_dict(), "to_iter": to_iter,
               "parent_run_id": run.id}
     options = resubmit_options(ledger, run, resubmit=True, confirmed_by=AUTO_ROLLBACK_METHOD,
                                confirmation_detail=detail, watcher=start_watcher)
     try:
-        result = submit_gated(auto_rollback_plan(run, to_iter, trigger), options)
+        result = submit_gated(auto_rollback_plan(run.plan(), to_iter, trigger), options)
     except CheckFailed as exc:
         raise CheckFailed("gate.auto_resubmit_refused", run=run.name, iteration=to_iter,
                           reason=exc.render()) from None

@@ -1,10 +1,8 @@
-"""The recipe catalog at run time: catalog/megatron-bridge-<version>.yaml, loaded fast.
+"""The recipe catalog at run time: catalog/megatron-bridge-<version>.json.
 
 Several versions may sit side by side; `load_catalog()` takes the newest, `load_catalog("0.6.2")`
-a given one. The files are written by `mbridge-launch catalog sync` (catalog_sync/writer.py) in a
-YAML subset whose nested values are JSON, so this module reads them line by line with `json`
-(a few tens of milliseconds for ~1000 recipes, where a YAML parser takes most of a second); a
-file that does not follow that subset (edited by hand) is read with PyYAML instead.
+a given one. The files are JSON written by `mbridge-launch catalog sync` (catalog_sync/writer.py)
+and read with `json.loads` (a few tens of milliseconds for ~1000 recipes).
 """
 
 from __future__ import annotations
@@ -18,24 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge.vocabulary import RECIPE_KEYS, catalog_field
 
-_FILE_RE = re.compile(r"^megatron-bridge-(?P<version>.+)\.yaml$")
+_FILE_RE = re.compile(r"^megatron-bridge-(?P<version>.+)\.json$")
 
 # Recipe attribute -> Megatron field name, in the catalog's order.
-MEGATRON_NAMES: dict[str, str] = {
-    "tp": "tensor_model_parallel_size",
-    "pp": "pipeline_model_parallel_size",
-    "vp": "virtual_pipeline_model_parallel_size",
-    "cp": "context_parallel_size",
-    "ep": "expert_model_parallel_size",
-    "etp": "expert_tensor_parallel_size",
-    "sp": "sequence_parallel",
-    "mbs": "micro_batch_size",
-    "gbs": "global_batch_size",
-    "seq_length": "seq_length",
-    "dataset_seq_length": "dataset_seq_length",
-    "train_iters": "train_iters",
-}
+MEGATRON_NAMES: dict[str, str] = {attr: catalog_field(attr) for attr in RECIPE_KEYS}
 
 
 @dataclass(frozen=True)
@@ -86,10 +72,6 @@ class Recipe:
     features: dict[str, Any] = field(default_factory=dict)
     env_vars: dict[str, Any] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def is_benchmark(self) -> bool:
-        return self.kind == "benchmark"
 
     @property
     def errors(self) -> list[Finding]:
@@ -171,9 +153,6 @@ class Catalog:
     def by_model(self, model_token: str) -> list[Recipe]:
         return [r for r in self.recipes if r.model == model_token]
 
-    def models(self) -> list[str]:
-        return sorted({r.model for r in self.recipes if r.model})
-
     def filter(self, family: str | None = None, mode: str | None = None, kind: str | None = None) -> list[Recipe]:
         return [
             r for r in self.recipes
@@ -198,7 +177,7 @@ def _catalog_dir(directory: str | Path | None) -> Path:
 def available_versions(directory: str | Path | None = None) -> list[str]:
     """Megatron Bridge versions with a catalog file, oldest first."""
     folder = _catalog_dir(directory)
-    versions = [m["version"] for p in folder.glob("megatron-bridge-*.yaml") if (m := _FILE_RE.match(p.name))]
+    versions = [m["version"] for p in folder.glob("megatron-bridge-*.json") if (m := _FILE_RE.match(p.name))]
     return sorted(versions, key=_version_key)
 
 
@@ -210,18 +189,19 @@ def load_catalog(version: str | None = None, directory: str | Path | None = None
     chosen = versions[-1] if version is None else version
     if chosen not in versions:
         raise UserError("catalog.unknown_version", version=version, choices=", ".join(versions))
-    path = folder / f"megatron-bridge-{chosen}.yaml"
+    path = folder / f"megatron-bridge-{chosen}.json"
     stat = path.stat()
     return _load_file(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 @lru_cache(maxsize=8)
 def _load_file(path: str, mtime_ns: int, size: int) -> Catalog:  # mtime and size key the cache
-    text = Path(path).read_text(encoding="utf-8")
     try:
-        data = parse_catalog_text(text)
-    except ValueError:
-        data = _parse_yaml(text, path)
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise UserError("catalog.invalid", path=path, reason=f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError("catalog.invalid", path=path, reason="not a JSON object")
     try:
         recipes = [_recipe_from_data(r) for r in data.get("recipes") or []]
         version = str(data["megatron_bridge_version"])
@@ -229,74 +209,3 @@ def _load_file(path: str, mtime_ns: int, size: int) -> Catalog:  # mtime and siz
         raise UserError("catalog.invalid", path=path, reason=f"missing {exc}") from None
     meta = {k: v for k, v in data.items() if k != "recipes"}
     return Catalog(version, Path(path).name, recipes, meta)
-
-
-def _parse_yaml(text: str, path: str) -> dict[str, Any]:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        raise UserError("yaml.invalid", path=path, reason=str(exc).splitlines()[0]) from None
-    if not isinstance(data, dict):
-        raise UserError("catalog.invalid", path=path, reason="not a mapping")
-    return data
-
-
-_INT = re.compile(r"^-?\d+$")
-
-
-def _scalar(raw: str) -> Any:
-    if not raw:
-        raise ValueError("empty value")
-    first = raw[0]
-    if first in "{[\"":
-        return json.loads(raw)
-    if raw == "null":
-        return None
-    if raw == "true":
-        return True
-    if raw == "false":
-        return False
-    if _INT.match(raw):
-        return int(raw)
-    if first.isdigit() or first in "-.":
-        return float(raw)
-    return raw  # a plain string (the writer quotes anything else)
-
-
-def parse_catalog_text(text: str) -> dict[str, Any]:
-    """Read the writer's YAML subset; ValueError on anything outside it (then PyYAML reads it)."""
-    data: dict[str, Any] = {}
-    recipes: list[dict[str, Any]] = []
-    current: dict[str, Any] | None = None
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        if line.startswith("  - "):
-            if current is None or not isinstance(current.get("findings"), list):
-                raise ValueError("list item outside findings")
-            current["findings"].append(json.loads(line[4:]))
-            continue
-        if line.startswith("- "):
-            current = {}
-            recipes.append(current)
-            body, target = line[2:], current
-        elif line.startswith("  "):
-            if current is None:
-                raise ValueError("indented line outside a recipe")
-            body, target = line[2:], current
-        else:
-            if line == "recipes:":
-                data["recipes"] = recipes
-                continue
-            body, target = line, data
-        key, sep, raw = body.partition(": ")
-        if not sep:
-            if body.endswith(":") and " " not in body:
-                target[body[:-1]] = []
-                continue
-            raise ValueError(f"unexpected line: {line[:40]}")
-        target[key] = _scalar(raw)
-    return data

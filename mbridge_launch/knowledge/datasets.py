@@ -9,8 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
-
-MODES = ("pretrain", "sft", "lora", "dora")
+from mbridge_launch.knowledge.vocabulary import goal_or_none
 
 
 @dataclass(frozen=True)
@@ -37,8 +36,9 @@ class DatasetSelector:
 
 
 def normalize_mode(mode: str) -> str:
-    """Recipe task names to run_recipe.py modes: peft means lora."""
-    return "lora" if mode == "peft" else mode
+    """A goal as the selectors' modes name it (run_recipe.py's: peft means lora): any spelling of
+    the vocabulary; an unknown word is left as it is (no selector allows it)."""
+    return goal_or_none(mode) or mode
 
 
 @lru_cache(maxsize=1)

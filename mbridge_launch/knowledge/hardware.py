@@ -1,8 +1,8 @@
 """GPU systems (catalog/hardware.yaml) and training precisions.
 
 `get_hardware("H100-SXM")` -> Hardware; unknown names raise UserError listing the valid ones.
-Precision names are those of the recipe names (bf16, fp8cs, fp8mx, fp8sc, fp8ds, nvfp4); the
-published benchmark tables' spellings (fp8_cs, mxfp8, fp8_blockwise) are accepted too.
+The names, their aliases and the precision spellings are the vocabulary's
+(knowledge/vocabulary.py), shared by every command.
 """
 
 from __future__ import annotations
@@ -12,27 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
-
-PRECISIONS = ("bf16", "fp8cs", "fp8mx", "fp8sc", "fp8ds", "nvfp4")
-
-# Which tensor-core peak a precision's GEMMs run at.
-PEAK_CLASS = {"bf16": "bf16", "fp8cs": "fp8", "fp8mx": "fp8", "fp8sc": "fp8", "fp8ds": "fp8", "nvfp4": "fp4"}
-
-_PRECISION_ALIASES = {
-    "bf16": "bf16", "bfloat16": "bf16",
-    "fp8cs": "fp8cs", "fp8_cs": "fp8cs", "fp8-cs": "fp8cs", "fp8": "fp8cs", "fp8_current_scaling": "fp8cs",
-    "fp8mx": "fp8mx", "mxfp8": "fp8mx", "fp8_mx": "fp8mx",
-    "fp8sc": "fp8sc", "fp8_sc": "fp8sc", "fp8_blockwise": "fp8sc", "fp8blockwise": "fp8sc", "fp8_subchannel": "fp8sc",
-    "fp8ds": "fp8ds", "fp8_ds": "fp8ds", "fp8_delayed": "fp8ds",
-    "nvfp4": "nvfp4", "fp4": "nvfp4",
-}
-
-
-def normalize_precision(text: str) -> str:
-    key = (text or "").strip().lower()
-    if key in _PRECISION_ALIASES:
-        return _PRECISION_ALIASES[key]
-    raise UserError("hardware.unknown_precision", precision=text, valid=", ".join(PRECISIONS))
+from mbridge_launch.knowledge.vocabulary import PEAK_CLASS, PRECISIONS, gpu_type_key, gpu_type_or_none
 
 
 @dataclass(frozen=True)
@@ -51,7 +31,6 @@ class Hardware:
     attention_exp_speedup: float = 1.0
     host: str = "x86"
     precisions: tuple[str, ...] = PRECISIONS
-    aliases: tuple[str, ...] = ()
 
     def peak(self, precision: str) -> float:
         """Dense tensor-core TFLOP/s for the GEMMs of `precision`; UserError if unsupported."""
@@ -92,18 +71,13 @@ def known_hardware() -> list[str]:
 @lru_cache(maxsize=None)
 def _build(name: str) -> Hardware:
     entry = dict(_entries()[name])
-    entry["aliases"] = tuple(entry.get("aliases") or ())
     entry["precisions"] = tuple(entry.get("precisions") or PRECISIONS)
     return Hardware(name=name, **entry)
 
 
 def get_hardware(name: str) -> Hardware:
-    key = (name or "").strip().lower().replace(" ", "-")
     entries = _entries()
+    key = gpu_type_or_none(name) or gpu_type_key(name)
     if key in entries:
         return _build(key)
-    for hw_name, entry in entries.items():
-        names = [a.lower() for a in entry.get("aliases") or ()] + [str(entry.get("label", "")).lower().replace(" ", "-")]
-        if key in names:
-            return _build(hw_name)
     raise UserError("hardware.unknown", gpu=name, valid=", ".join(entries))

@@ -63,7 +63,7 @@ def _first(config: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
-def read_hf_config(path: str | Path) -> ModelArch:
+def arch_from_hf_config(path: str | Path) -> ModelArch:
     file = _config_file(path)
     try:
         raw = json.loads(file.read_text(encoding="utf-8"))

@@ -2,7 +2,7 @@
 
 `load_arch(token)` gives a frozen `ModelArch`; `resolve_model(text)` maps what a user types (recipe
 token, loose name such as "Llama 3 8B", Hugging Face id) to a recipe model token;
-`arch_from_hf_config(path)` reads a local Hugging Face config.json for models the catalog lacks.
+`knowledge.hf_config.arch_from_hf_config(path)` reads a local Hugging Face config.json for models the catalog lacks.
 Fields absent from the catalog stay None: the planner reports them instead of guessing.
 """
 
@@ -254,12 +254,6 @@ class ModelArch:
             return dense
         return dense + routed * (self.moe_router_topk or 0) // (self.num_moe_experts or 1)
 
-    def describe(self) -> str:
-        kind = "MoE" if self.is_moe else "dense"
-        if self.is_hybrid:
-            kind = "hybrid Mamba " + kind
-        return f"{self.name} ({kind}, {self.total_params / 1e9:.1f}B params, {self.active_params / 1e9:.1f}B active)"
-
 
 def _arch_from_entry(token: str, entry: dict[str, Any]) -> ModelArch:
     known = {f.name for f in fields(ModelArch)}
@@ -423,9 +417,3 @@ def require_planning_arch(arch: ModelArch | None, model: str) -> ModelArch:
         raise UserError("models.incomplete", model=model, fields=", ".join(arch.missing))
     return arch
 
-
-def arch_from_hf_config(path: str) -> ModelArch:
-    """Read a local Hugging Face config.json (the file, or a checkpoint directory holding one)."""
-    from mbridge_launch.knowledge.hf_config import read_hf_config
-
-    return read_hf_config(path)

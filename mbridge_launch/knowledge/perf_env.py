@@ -1,9 +1,9 @@
-"""The NVIDIA performance environment a Plan selects (facts section 4). Values, never secrets."""
+"""The NVIDIA performance environment a Plan selects, as NVIDIA sets it for its performance runs.
+Values, never secrets."""
 
 from __future__ import annotations
 
-BLACKWELL = {"b200", "b300", "gb200", "gb300"}
-NVL72 = {"gb200", "gb300"}
+from mbridge_launch.knowledge.vocabulary import BLACKWELL, NVL72, gpu_type_or_none
 
 
 def perf_env(gpu_type: str, tp: int, cp: int) -> dict[str, str]:
@@ -14,7 +14,7 @@ def perf_env(gpu_type: str, tp: int, cp: int) -> dict[str, str]:
         "NVTE_FWD_LAYERNORM_SM_MARGIN": "20",
         "NVTE_BWD_LAYERNORM_SM_MARGIN": "20",
     }
-    gpu = gpu_type.lower()
+    gpu = gpu_type_or_none(gpu_type) or gpu_type.lower()
     if gpu in BLACKWELL:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"
     elif tp > 1 or cp > 1:

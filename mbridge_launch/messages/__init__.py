@@ -1,1 +1,1 @@
-"""Message catalog split by area; each module defines MESSAGES = {key: (en, zh)}."""
+"""Message catalog data: en.yaml and zh.yaml (see mbridge_launch/base/i18n.py). No Python code lives here."""

@@ -1,5 +1,9 @@
 """Change control: is a setting part of the convergence contract, an execution detail, or a
-benchmark-only shortcut? (facts section 5, "Convergence vs execution").
+benchmark-only shortcut? Dataset, seeds, sequence length, global batch and token budget,
+optimizer and schedule, precision, packing, MoE routing and PEFT settings make a new experiment;
+parallelism, recompute, offload, distributed optimizer/FSDP, overlap, fusions, CUDA graphs and
+checkpoint I/O only change how it runs (MBS too, while GBS stays fixed); mock data and forced
+load balancing are for benchmarks only.
 
 Used by recommend (changes from recipe defaults), preflight (listing convergence overrides) and the
 gate (the plan card). Unknown keys are treated as convergence changes: the safe side.
@@ -18,7 +22,7 @@ BENCHMARK_ONLY = "benchmark_only"
 @dataclass(frozen=True)
 class Classification:
     change_class: str
-    reason_key: str  # message key in messages/changes.py
+    reason_key: str  # message key (change.reason.*) in messages/en.yaml and zh.yaml
 
 
 # Checked in order; the first matching pattern wins. Patterns match the full dotted key.
@@ -66,18 +70,3 @@ def classify(key: str, gbs_fixed: bool = True) -> Classification:
                 return Classification(CONVERGENCE, "change.reason.mbs_gbs_moved")
             return Classification(change_class, reason)
     return Classification(CONVERGENCE, "change.reason.unknown")
-
-
-# Megatron ConfigContainer paths of the layout fields a launcher may resize.
-LAYOUT_KEYS = {
-    "tp": "model.tensor_model_parallel_size",
-    "pp": "model.pipeline_model_parallel_size",
-    "vp": "model.virtual_pipeline_model_parallel_size",
-    "cp": "model.context_parallel_size",
-    "ep": "model.expert_model_parallel_size",
-    "etp": "model.expert_tensor_parallel_size",
-    "sp": "model.sequence_parallel",
-    "mbs": "train.micro_batch_size",
-    "gbs": "train.global_batch_size",
-    "seq_length": "model.seq_length",
-}

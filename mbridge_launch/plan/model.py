@@ -11,14 +11,15 @@ import json
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mbridge_launch import __version__
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge.vocabulary import goal_or_none
 
 PLAN_SCHEMA_VERSION = 1
 
-Mode = Literal["pretrain", "sft", "lora", "dora"]
+Mode = Literal["pretrain", "sft", "lora", "dora"]  # vocabulary.GOALS (a test keeps them equal)
 RecipeKind = Literal["library", "benchmark"]
 ChangeClass = Literal["convergence", "execution", "benchmark_only"]
 ChangeSource = Literal["user", "resize", "launcher", "dataset"]
@@ -196,6 +197,13 @@ class Plan(_Strict):
     warnings: list[PlanWarning] = Field(default_factory=list)
     auto_rollback: AutoRollback = Field(default_factory=AutoRollback)
     accepted_checks: list[AcceptedCheck] = Field(default_factory=list)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _canonical_mode(cls, value: Any) -> Any:
+        """Every spelling of a goal the commands accept (peft, LoRA, finetune) is read as its
+        canonical mode; an unknown word is left for the Literal to refuse with the valid ones."""
+        return (goal_or_none(value) or value) if isinstance(value, str) else value
 
     # ------------------------------------------------------------------ identity
     def canonical_dict(self) -> dict[str, Any]:

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge.vocabulary import RECIPE_KEYS
 from mbridge_launch.plan.overrides import is_on
 
 # Values that switch a setting off, as the catalog stores them and as users write them.
 
 # Bridge's default checkpoint folder (recipes/common.py: <cwd>/nemo_experiments/default/checkpoints),
-# the "from" of the explicit per-run paths a launcher sets (facts section 4).
+# the "from" of the explicit per-run paths a launcher sets: with the default, a rerun from the same
+# directory silently resumes the previous run.
 RECIPE_DEFAULT_CHECKPOINT_DIR = "nemo_experiments/default/checkpoints"
 
 # --precision -> Megatron Bridge mixed-precision recipe name (training/mixed_precision.py), the
@@ -37,18 +39,7 @@ FSDP_SHARDING_STRATEGY = "optim_grads_params"
 # ConfigContainer path -> where the catalog keeps the recipe's value: ("attr", name) for a Recipe
 # attribute, ("dataset", key) for the recipe's dataset record, ("feature", key) for its features.
 _RECIPE_FIELDS: dict[str, tuple[str, str]] = {
-    "model.tensor_model_parallel_size": ("attr", "tp"),
-    "model.pipeline_model_parallel_size": ("attr", "pp"),
-    "model.virtual_pipeline_model_parallel_size": ("attr", "vp"),
-    "model.context_parallel_size": ("attr", "cp"),
-    "model.expert_model_parallel_size": ("attr", "ep"),
-    "model.expert_tensor_parallel_size": ("attr", "etp"),
-    "model.sequence_parallel": ("attr", "sp"),
-    "train.micro_batch_size": ("attr", "mbs"),
-    "train.global_batch_size": ("attr", "gbs"),
-    "model.seq_length": ("attr", "seq_length"),
-    "dataset.seq_length": ("attr", "dataset_seq_length"),
-    "train.train_iters": ("attr", "train_iters"),
+    **{path: ("attr", attr) for attr, path in RECIPE_KEYS.items()},
     "dataset.enable_offline_packing": ("dataset", "offline_packing"),
     "dataset.enable_in_batch_packing": ("dataset", "in_batch_packing"),
     "mixed_precision": ("feature", "precision_recipe"),

@@ -1,12 +1,14 @@
-"""The run_recipe.py argument list a Plan stands for (facts section 3), and the human command.
+"""The run_recipe.py argument list a Plan stands for (--recipe, --mode, --dataset, then the
+trailing KEY=VALUE ConfigContainer overrides, which win over everything else), and the human
+command.
 
 Executors and recommend share this, so the command a user sees is the one that runs.
 """
 
 from __future__ import annotations
 
-from mbridge_launch.plan.model import Plan
 from mbridge_launch.base.quoting import sh_join
+from mbridge_launch.plan.model import Plan
 
 
 def dataset_overrides(plan: Plan) -> list[str]:

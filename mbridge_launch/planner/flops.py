@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mbridge_launch.knowledge.models import ModelArch
+from mbridge_launch.knowledge.vocabulary import recipe_task
 
 LORA_DEFAULT_RANK = 32  # Megatron Bridge LoRA default `dim`
 
@@ -116,7 +117,7 @@ def flops_per_token(
     mamba = counts["mamba"] * _mamba_per_layer(arch)
     logits = 6 * h * arch.padded_vocab(tp) * (mtp + 1) + 6 * mtp * (3 * h + 2 * h * h)
     parts = FlopsPerToken(attn_proj, attn_core, mlp, moe, mamba, logits)
-    if goal in ("lora", "dora", "peft"):
+    if recipe_task(goal) == "peft":  # lora, dora (or the task name itself)
         parts = _peft(arch, parts, lora_rank, n_mlp, n_moe, counts["attention"] + mtp, goal)
     return parts
 

@@ -8,11 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.knowledge.hardware import Hardware, get_hardware, normalize_precision
+from mbridge_launch.knowledge.hardware import Hardware, get_hardware
 from mbridge_launch.knowledge.models import ModelArch, load_arch, local_model_path, require_planning_arch, resolve_model
-
-GOALS = ("pretrain", "sft", "lora", "dora")
-_GOAL_ALIASES = {"peft": "lora"}
+from mbridge_launch.knowledge.vocabulary import normalize_goal, normalize_precision, recipe_task
 
 
 @dataclass(frozen=True)
@@ -22,14 +20,6 @@ class Inputs:
     hardware: Hardware
     precision: str
     goal: str
-
-
-def normalize_goal(goal: str | None) -> str:
-    value = (goal or "pretrain").strip().lower()
-    value = _GOAL_ALIASES.get(value, value)
-    if value not in GOALS:
-        raise UserError("arg.choice", flag="--goal", value=goal, choices=", ".join(GOALS + ("peft",)))
-    return value
 
 
 def positive(flag: str, value: Any) -> int | None:
@@ -72,12 +62,12 @@ def token_count(flag: str, text: Any) -> float | None:
 def resolve(model_text: str, gpu_type: str, precision: str | None, goal: str | None,
             hf_config: str | None = None) -> Inputs:
     hardware = get_hardware(gpu_type)
-    prec = normalize_precision(precision or "bf16")
+    prec = normalize_precision(precision or "bf16", flag="--precision")
     hardware.check_precision(prec)
     if not hf_config and local_model_path(model_text):
         hf_config, model_text = model_text, ""  # --model /path/to/checkpoint, like from_pretrained
     if hf_config:
-        from mbridge_launch.knowledge.models import arch_from_hf_config
+        from mbridge_launch.knowledge.hf_config import arch_from_hf_config
 
         arch = arch_from_hf_config(hf_config)
         model = arch.name
@@ -104,7 +94,7 @@ def recipe_defaults(model: str, goal: str) -> dict[str, int]:
         catalog = load_catalog()
     except (ImportError, UserError, OSError):
         return {}
-    mode = "peft" if goal in ("lora", "dora") else goal
+    mode = recipe_task(goal)
     recipes = [r for r in getattr(catalog, "recipes", []) if getattr(r, "kind", None) == "library"
                and getattr(r, "model", None) == model and getattr(r, "mode", None) == mode
                and not getattr(r, "raises_not_implemented", False)]

@@ -5,7 +5,7 @@ reports in GiB. Components:
 
 - weights: bf16 parameters of the stage held by this GPU (dense parts / TP, experts / (EP x ETP));
   FP8/FP4 training keeps a low-precision copy of the linear weights too (+1 byte per parameter).
-- gradients: fp32 main gradients, 4 bytes per trained parameter (facts section 5); 2 bytes when
+- gradients: fp32 main gradients, 4 bytes per trained parameter (Megatron's mixed precision); 2 bytes when
   gradients are reduced in bf16 (ddp.grad_reduce_in_fp32=false, as the benchmark recipes run).
 - optimizer: fp32 master weights + Adam moments, 12 bytes per trained parameter, sharded over
   DP x CP (dense) or expert-DP (experts) by the distributed optimizer; Megatron-FSDP also shards
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from mbridge_launch.knowledge.models import ModelArch
+from mbridge_launch.knowledge.vocabulary import recipe_task
 from mbridge_launch.planner.rules import Layout, recompute_share
 
 GIB = float(2**30)
@@ -37,7 +38,6 @@ HEADROOM = 0.95  # plan only layouts that leave 5% of HBM free
 GRAD_BYTES = 4.0  # ddp.grad_reduce_in_fp32=true, the library recipes' setting
 BF16_GRAD_BYTES = 2.0  # grad_reduce_in_fp32=false, as the benchmark (perf) recipes run
 OPTIM_BYTES = 12.0
-PEFT_GOALS = ("lora", "dora", "peft")
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class _MemoryModel:
         self.arch = arch
         self.grad_bytes = grad_bytes
         self.low_precision = precision != "bf16"
-        self.peft = goal in PEFT_GOALS
+        self.peft = recipe_task(goal) == "peft"  # lora, dora (or the task name itself)
         self._stages: dict[tuple, tuple] = {}
         self._acts: dict[tuple, tuple[float, float]] = {}
 

@@ -1,5 +1,7 @@
-"""Parallelism rules of Megatron Core (facts section 5), one place for recommend, plan,
-preflight and the catalog findings.
+"""Parallelism rules of Megatron Core (the dense grid TP x PP x CP x DP and the expert grid
+PP x EP x ETP x EDP, TP vs heads and KV heads, SP with TP, CP vs sequence length, layers vs
+PP x VP, GBS = MBS x DP x accumulation), one place for recommend, plan, preflight and the catalog
+findings.
 
 `check_layout(layout, arch, hardware)` returns every broken rule as a `Violation` with a stable
 code, the field it concerns, the valid choices and a message in the user's language, e.g.

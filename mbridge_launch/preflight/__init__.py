@@ -1,10 +1,5 @@
 """Preflight: prove a Plan can run before a GPU-hour is spent.
 
-`run_preflight(plan, *, cluster=True, on_nodes=False) -> Report`; see runner.py. Check codes and
-their meaning are listed in messages/preflight.py.
+`runner.run_preflight(plan, *, cluster=True, on_nodes=False) -> model.Report`. Check codes and
+their texts are in the message catalog (mbridge_launch/messages), under `preflight.`/`plan.`/...
 """
-
-from mbridge_launch.preflight.model import Check, Report
-from mbridge_launch.preflight.runner import run_preflight
-
-__all__ = ["Check", "Report", "run_preflight"]

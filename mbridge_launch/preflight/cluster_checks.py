@@ -10,6 +10,8 @@ from __future__ import annotations
 import getpass
 import re
 
+from mbridge_launch.base.slurm_time import format_seconds, parse_seconds
+from mbridge_launch.knowledge.vocabulary import NVL72, gpu_type_or_none
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
 from mbridge_launch.preflight.slurm import (
@@ -19,11 +21,10 @@ from mbridge_launch.preflight.slurm import (
     SlurmUnavailable,
 )
 from mbridge_launch.preflight.storage import detail_text as _d
-from mbridge_launch.base.slurm_time import format_seconds, parse_seconds
 
-# Systems whose NVLink domain spans nodes: gpu type -> (GPUs per node, GPUs per NVLink domain),
-# used when the hardware catalog is not available (facts section 4).
-_NVL_SYSTEMS = {"gb200": (4, 72), "gb300": (4, 72)}
+# (GPUs per node, GPUs per NVLink domain) of the NVL72 systems, used when the hardware catalog
+# cannot say: 4-GPU nodes in 72-GPU NVLink domains.
+_NVL72_SHAPE = (4, 72)
 _SEGMENT_MIN_VERSION = (24, 11)
 
 
@@ -160,7 +161,8 @@ def _gpus(ctx: PreflightContext, part: Partition, nodes: dict[str, Node]) -> lis
     cluster = ctx.plan.cluster
     members = [n for n in nodes.values() if part.name in n.partitions]
     params = {"partition": part.name, "gpu_type": cluster.gpu_type, "gpus_per_node": cluster.gpus_per_node, "nodes": cluster.nodes}
-    typed = [(n, gpus_of_type(n, cluster.gpu_type)) for n in members]
+    wanted = gpu_type_or_none(cluster.gpu_type) or cluster.gpu_type  # dgx-h100 is GRES type h100
+    typed = [(n, gpus_of_type(n, wanted)) for n in members]
     with_type = [(n, c) for n, c in typed if c > 0]
     if not with_type:
         return [Check("cluster.gpu_type_missing", "error", {**params, "found": _describe_gpus(members)}, subject=part.name)]
@@ -170,15 +172,15 @@ def _gpus(ctx: PreflightContext, part: Partition, nodes: dict[str, Node]) -> lis
         return [Check("cluster.gpus_per_node_short", "error", {**params, "found": most}, subject=part.name)]
     checks: list[Check] = []
     if len(fitting) < cluster.nodes:
-        return [Check("cluster.not_enough_nodes", "error", {**params, "found": len(fitting)}, subject=part.name)]
+        return [Check("cluster.not_enough_nodes", "error", {**params, "count": len(fitting)}, subject=part.name)]
     available = [n for n in fitting if n.available]
     if len(available) < cluster.nodes:
         down = ", ".join(f"{n.name} ({n.state_text}{': ' + n.reason if n.reason else ''})" for n in fitting if not n.available)
-        checks.append(Check("cluster.nodes_unavailable", "warning", {**params, "available": len(available), "down": down}, subject=part.name))
+        checks.append(Check("cluster.nodes_unavailable", "warning", {**params, "count": len(available), "down": down}, subject=part.name))
     most = max(c for _, c in with_type)
     if cluster.exclusive and most > cluster.gpus_per_node:
         checks.append(Check("cluster.gpus_unused", "warning", {**params, "found": most}, subject=part.name))
-    checks.append(Check("cluster.gpus_ok", "info", {**params, "found": len(fitting), "available": len(available)}, subject=part.name))
+    checks.append(Check("cluster.gpus_ok", "info", {**params, "count": len(fitting), "available": len(available)}, subject=part.name))
     return checks
 
 
@@ -191,7 +193,7 @@ def _nvl_shape(ctx: PreflightContext, part_nodes: list[Node]) -> tuple[int, int]
         domain = getattr(hw.value, "nvlink_domain", None) or getattr(hw.value, "nvlink_domain_gpus", None)
         if isinstance(per_node, int) and isinstance(domain, int):
             return (per_node, domain) if domain > per_node else None
-    shape = _NVL_SYSTEMS.get(ctx.plan.cluster.gpu_type.lower())
+    shape = _NVL72_SHAPE if gpu_type_or_none(ctx.plan.cluster.gpu_type) in NVL72 else None
     if shape is None and any("nvl72" in n.features for n in part_nodes):
         shape = (ctx.plan.cluster.gpus_per_node, 72)
     return shape
@@ -199,7 +201,8 @@ def _nvl_shape(ctx: PreflightContext, part_nodes: list[Node]) -> tuple[int, int]
 
 def expected_segment(nodes: int, domain_nodes: int) -> int:
     """NVIDIA's benchmark launcher: the node count up to a domain, else its largest divisor that
-    fits in one domain (facts section 4; the same rule the sbatch executor renders)."""
+    fits in one domain, so that a job's nodes sit inside NVLink domains (the same rule the sbatch
+    executor renders)."""
     from mbridge_launch.knowledge.perf_env import nvl72_segment
 
     return nvl72_segment(nodes, domain_nodes)
@@ -252,7 +255,7 @@ def _node_count_fit(nodes: int, domain_nodes: int, domain: int, segment: int) ->
     lower = next(n for n in range(nodes - 1, 0, -1) if _good_split(n, domain_nodes))
     upper = next(n for n in range(nodes + 1, nodes + 2 * domain_nodes + 2) if _good_split(n, domain_nodes))
     return [Check("cluster.nvl72_nodes_split", "warning", {"nodes": nodes, "domain_nodes": domain_nodes, "domain": domain,
-                                                          "segment": segment, "lower": lower, "upper": upper})]
+                                                          "count": segment, "lower": lower, "upper": upper})]
 
 
 def _site_features(ctx: PreflightContext, client: SlurmClient) -> list[Check]:

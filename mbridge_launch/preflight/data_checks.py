@@ -52,10 +52,8 @@ def run_data_checks(ctx: PreflightContext) -> list[Check]:
 
 def _hf_repo(selector: str) -> str | None:
     """The Hugging Face dataset behind a named preset (catalog/datasets.yaml), else None."""
-    try:
-        from mbridge_launch.knowledge.datasets import load_datasets
-    except ImportError:
-        return None
+    from mbridge_launch.knowledge.datasets import load_datasets
+
     spec = load_datasets().get(selector)
     return spec.hf_dataset_id if spec is not None and spec.kind == "hf" else None
 
@@ -86,7 +84,7 @@ def check_weights(prefixes: list[str], weights: list[str] | None) -> list[Check]
     if weights is None:
         return []
     if len(weights) != len(prefixes):
-        return [Check("data.weights_count", "error", {"weights": len(weights), "prefixes": len(prefixes)})]
+        return [Check("data.weights_count", "error", {"count": len(weights), "prefixes": len(prefixes)})]
     bad = []
     for weight, prefix in zip(weights, prefixes):
         try:
@@ -155,7 +153,7 @@ def summarize_prefixes(results: Iterable[PrefixResult]) -> list[Check]:
     good = [r for r in results if r.problem is None or PREFIX_SEVERITY.get(r.problem) != "error"]
     if good:
         checks.append(Check("data.blend_ok", "info", {
-            "good": len(good), "total": len(results),
+            "count": len(good), "total": len(results),
             "gb": f"{sum(r.bin_bytes for r in good) / 1e9:.2f}",
             "documents": sum(max(0, r.documents - 1) for r in good),
         }))
@@ -221,7 +219,7 @@ def check_jsonl_file(path: Path, prompt_key: str = "input", completion_key: str 
         return [Check("data.jsonl_unreadable", "error", {"path": subject, "reason": exc.strerror or str(exc)}, subject=subject)]
     if records == 0:
         return [Check("data.jsonl_empty", "error", {"path": subject}, subject=subject)]
-    return [Check("data.jsonl_ok", "info", {"path": subject, "records": records}, subject=subject)]
+    return [Check("data.jsonl_ok", "info", {"path": subject, "count": records}, subject=subject)]
 
 
 # ---------------------------------------------------------------------- Hugging Face presets

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from mbridge_launch.base.quoting import is_env_name
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
-from mbridge_launch.base.quoting import is_env_name
 
 # Token shapes of common services (prefixes documented by each vendor).
 TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (

@@ -42,12 +42,12 @@ class Check:
         return t(self.key or f"preflight.{self.code}", lang=lang, **self._shown_params())
 
     def hint(self, lang: str | None = None) -> str:
-        from mbridge_launch.base.i18n import catalog, t
+        from mbridge_launch.base.i18n import has, t
 
         if self.hint_text is not None:
             return self.hint_text
         key = self.hint_key or f"preflight.{self.code}.hint"
-        if key not in catalog():
+        if not has(key):
             return ""
         return t(key, lang=lang, **self._shown_params())
 

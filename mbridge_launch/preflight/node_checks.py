@@ -20,7 +20,6 @@ from mbridge_launch.preflight.slurm import SlurmClient, SlurmUnavailable, parse_
 
 WAIT_TIMEOUT_S = 300
 POLL_S = 0.5
-NODE_CHECK_TIME = "00:10:00"
 TOPO_TAG = "MBL-TOPO"
 # Prints `nvidia-smi topo -m` on each node, every line tagged with the node name (a code
 # constant: no value from the Plan reaches this shell text).
@@ -44,12 +43,12 @@ def node_check_job(ctx: PreflightContext) -> str:
     """The executors' node-check script (rendered in English so its lines can be parsed; the
     report is translated), followed by the topology step."""
     from mbridge_launch.base import i18n
-    from mbridge_launch.executors.node_check import node_check_script
+    from mbridge_launch.executors.batch_script import node_check_script
 
     previous = i18n.current_lang()
     i18n.set_lang("en")
     try:
-        script = node_check_script(ctx.plan, time=NODE_CHECK_TIME)
+        script = node_check_script(ctx.plan)
     finally:
         i18n.set_lang(previous)
     return script.rstrip("\n") + "\n" + topology_step(ctx.plan.cluster.nodes)
@@ -57,10 +56,11 @@ def node_check_job(ctx: PreflightContext) -> str:
 
 def _line_pattern(key: str) -> re.Pattern[str]:
     """A regex for the English node-check message `key`, placeholders as named groups."""
-    from mbridge_launch.base.i18n import catalog
+    from mbridge_launch.base.i18n import template
 
-    template = catalog()[key][0]
-    parts = re.split(r"\{(\w+)\}", template)
+    text = template(key, "en")
+    assert isinstance(text, str), key  # node-check lines have no plural forms
+    parts = re.split(r"\{(\w+)\}", text)
     regex = ""
     for i, part in enumerate(parts):
         regex += re.escape(part) if i % 2 == 0 else f"(?P<{part}>.+?)"
@@ -144,7 +144,7 @@ def run_node_checks(ctx: PreflightContext, client: SlurmClient, timeout_s: float
 
 
 def _out_dir(ctx: PreflightContext) -> Path:
-    from mbridge_launch.preflight.runner import cache_dir
+    from mbridge_launch.base.paths import cache_dir
 
     path = (ctx.cache_dir or cache_dir()) / "node-check"
     path.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from mbridge_launch.knowledge.vocabulary import FINETUNE_GOALS, PEFT_GOALS
 from mbridge_launch.plan.overrides import is_on, whole_number
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
@@ -91,7 +92,7 @@ def _storage_check(ctx: PreflightContext, code_prefix: str, path: Path, what: st
     warning for one node (a requeue may land on another node); an unknown local file system
     only warns for multi-node jobs."""
     kind, why = storage_kind(path, dict(ctx.env))
-    params = {"path": str(path), "why": why, "what": what, "nodes": ctx.plan.cluster.nodes}
+    params = {"path": str(path), "why": why, "what": what, "count": ctx.plan.cluster.nodes}
     multi = ctx.plan.cluster.nodes > 1
     if kind == "node_local":
         return [Check(f"{code_prefix}_node_local", "error" if multi else "warning", params, subject=str(path))]
@@ -103,7 +104,7 @@ def _storage_check(ctx: PreflightContext, code_prefix: str, path: Path, what: st
 def checkpoint_bytes(ctx: PreflightContext) -> int | None:
     """Size of one checkpoint: parameters x (weights + optimizer state) for full training;
     PEFT checkpoints hold only the adapters, too small to matter."""
-    if ctx.plan.mode in ("lora", "dora"):
+    if ctx.plan.mode in PEFT_GOALS:
         return 0
     arch = ctx.arch()
     if not arch.ok:
@@ -147,27 +148,16 @@ def _resume(ctx: PreflightContext, save: Path) -> list[Check]:
         return []
     step = ctx.override("checkpoint.ckpt_step")
     load = ctx.plan.checkpoint.load
-    try:
-        from mbridge_launch.rollback.checkpoints import iter_dirs, resolve_resume
+    from mbridge_launch.rollback.checkpoints import iter_dirs, resolve_resume
 
-        resolution = resolve_resume(save, load=ctx.resolve_path(load) if load else None, ckpt_step=whole_number(step))
-        has_iters = bool(iter_dirs(save))
-    except ModuleNotFoundError:
-        return _resume_fallback(save)
+    resolution = resolve_resume(save, load=ctx.resolve_path(load) if load else None, ckpt_step=whole_number(step))
+    has_iters = bool(iter_dirs(save))
     if resolution.source == "none" and not has_iters:
         return []
     params = {"path": str(save), "iteration": resolution.iteration if resolution.iteration is not None else "?", "source": resolution.source, "reason": resolution.reason}
     if not resolution.loadable:
         return [Check("path.resume_broken", "error", params, subject=str(save))]
     return [Check("path.resume", "info", params, subject=str(save))]
-
-
-def _resume_fallback(save: Path) -> list[Check]:
-    tracker = save / "latest_checkpointed_iteration.txt"
-    if (save / "latest_train_state.pt").exists() or tracker.exists():
-        iteration = tracker.read_text().strip() if tracker.exists() else "?"
-        return [Check("path.resume", "info", {"path": str(save), "iteration": iteration, "source": "tracker", "reason": ""}, subject=str(save))]
-    return []
 
 
 def check_load_paths(ctx: PreflightContext) -> list[Check]:
@@ -179,7 +169,7 @@ def check_load_paths(ctx: PreflightContext) -> list[Check]:
             checks.append(Check("path.pretrained_missing", "error", {"path": str(path)}, subject=str(path)))
         else:
             checks += _storage_check(ctx, "path.pretrained", path, "checkpoint.pretrained_checkpoint")
-    elif ctx.plan.mode in ("sft", "lora", "dora"):
+    elif ctx.plan.mode in FINETUNE_GOALS:
         checks.append(Check("path.pretrained_unset", "warning", {"mode": ctx.plan.mode}))
     load = ctx.plan.checkpoint.load
     save = ctx.plan.checkpoint.save
@@ -202,7 +192,7 @@ def uses_packing(ctx: PreflightContext) -> bool:
 
 def check_caches(ctx: PreflightContext) -> list[Check]:
     plan = ctx.plan
-    if plan.cluster.nodes <= 1 or plan.mode not in ("sft", "lora", "dora") or not uses_packing(ctx):
+    if plan.cluster.nodes <= 1 or plan.mode not in FINETUNE_GOALS or not uses_packing(ctx):
         return []
     checks: list[Check] = []
     home = os.path.expanduser("~")

@@ -9,11 +9,10 @@ import re
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.plan.overrides import is_true, whole_number
+from mbridge_launch.knowledge.vocabulary import FINETUNE_GOALS, PRECISIONS, recipe_task
+from mbridge_launch.plan.overrides import whole_number
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check
-
-_FINETUNE = ("sft", "lora", "dora")
 
 
 def run_plan_checks(ctx: PreflightContext) -> list[Check]:
@@ -63,7 +62,7 @@ def check_grid_vs_cluster(ctx: PreflightContext) -> list[Check]:
     if world != c.total_gpus and c.total_gpus % (p.tp * p.pp * p.cp) == 0:
         checks.append(Check("plan.world_mismatch", "error", {
             "tp": p.tp, "pp": p.pp, "cp": p.cp, "dp": p.dp, "world": world,
-            "nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "total": c.total_gpus,
+            "count": c.nodes, "gpus_per_node": c.gpus_per_node, "total": c.total_gpus,
         }))
     hw = ctx.hardware()
     if not hw.ok:
@@ -110,41 +109,25 @@ def _block_recompute_layers(ctx: PreflightContext) -> int | None:
         return None  # not a positive integer: check_integer_settings reports it
 
 
-def layout_from_plan(ctx: PreflightContext, layout_cls: Any) -> Any:
-    """The planner's Layout for the Plan, with the feature flags the overrides set."""
-    p, c = ctx.plan.parallelism, ctx.plan.cluster
+def plan_layout(ctx: PreflightContext) -> Any:
+    """The planner's Layout of the Plan (plan.layout.layout_of), with what only preflight knows:
+    the recipe's partial-recompute layer count and whether the data is packed."""
+    from mbridge_launch.plan.layout import layout_of
     from mbridge_launch.preflight.path_checks import uses_packing
 
-    first = whole_number(ctx.override("model.num_layers_in_first_pipeline_stage"))
-    last = whole_number(ctx.override("model.num_layers_in_last_pipeline_stage"))
-    offload = is_true(ctx.override("model.cpu_offloading"))
-    values = {
-        "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "sp": p.sp,
-        "mbs": p.mbs, "gbs": p.gbs, "seq_length": p.seq_length, "world": c.total_gpus,
-        "fsdp": p.fsdp, "recompute": p.recompute, "cp_comm_type": ctx.override("model.cp_comm_type"),
-        "recompute_layers": _block_recompute_layers(ctx) if p.recompute == "full" else None,
-        "packing": uses_packing(ctx), "cpu_offload": offload, "gpus_per_node": c.gpus_per_node,
-        "distributed_optimizer": p.distributed_optimizer,
-        "uneven_pp": first is not None or last is not None,  # null (or not a number: reported) is the even split
-        "first_stage_layers": first,
-        "last_stage_layers": last,
-    }
-    fields = getattr(layout_cls, "__dataclass_fields__", None)
-    if fields is not None:
-        values = {k: v for k, v in values.items() if k in fields}
-    return layout_cls(**values)
+    full = ctx.plan.parallelism.recompute == "full"
+    return layout_of(ctx.plan, recompute_layers=_block_recompute_layers(ctx) if full else None,
+                     packing=uses_packing(ctx))
 
 
 def check_rules(ctx: PreflightContext) -> list[Check]:
-    try:
-        from mbridge_launch.planner.rules import Layout, check_layout
-    except ImportError as exc:
-        return [Check("plan.rules_skipped", "info", {"reason": f"module {getattr(exc, 'name', '') or 'planner.rules'} is not available"})]
+    from mbridge_launch.planner.rules import check_layout
+
     arch, hw = ctx.arch(), ctx.hardware()
     checks: list[Check] = []
     if not arch.ok:
         checks.append(Check("plan.arch_unknown", "warning", {"model": ctx.plan.recipe.model, "reason": arch.reason}))
-    layout = layout_from_plan(ctx, Layout)
+    layout = plan_layout(ctx)
     for violation in check_layout(layout, arch.value, hw.value):
         code = "plan.rule." + violation.code.lower().removeprefix("rule_")
         severity = violation.severity if violation.severity in ("error", "warning", "info") else "error"
@@ -184,19 +167,18 @@ HEADROOM_FALLBACK = 0.10  # used only when the planner's memory model (and its h
 
 def _memory_model_fit(ctx: PreflightContext) -> tuple[float, float, float, str] | None:
     from mbridge_launch.planner import memory
-    from mbridge_launch.planner.rules import Layout
 
     arch, hw = ctx.arch(), ctx.hardware()
     if not arch.ok or not hw.ok:
         raise LookupError(arch.reason if not arch.ok else hw.reason)
-    layout = layout_from_plan(ctx, Layout)
+    layout = plan_layout(ctx)
     hbm = float(hw.value.hbm_gb)
     estimate = memory.estimate_memory(arch.value, layout, hbm, precision=plan_precision(ctx), goal=ctx.plan.mode)
     headroom = float(getattr(memory, "HEADROOM", 1 - HEADROOM_FALLBACK))
     return float(estimate.total), hbm * headroom, hbm, "planner.memory"
 
 
-_PRECISION = re.compile(r"_(bf16|fp8cs|fp8mx|fp8ds|fp8sc|nvfp4)(?:_|$)")
+_PRECISION = re.compile(rf"_({'|'.join(PRECISIONS)})(?:_|$)")
 
 
 def plan_precision(ctx: PreflightContext) -> str:
@@ -220,7 +202,7 @@ def check_catalog(ctx: PreflightContext) -> list[Check]:
     if kind and kind != ctx.plan.recipe.kind:
         checks.append(Check("plan.recipe_kind_mismatch", "error", {"recipe": name, "plan_kind": ctx.plan.recipe.kind, "catalog_kind": kind}, subject=name))
     recipe_mode = getattr(recipe.value, "mode", None)
-    plan_task = "peft" if ctx.plan.mode in ("lora", "dora") else ctx.plan.mode
+    plan_task = recipe_task(ctx.plan.mode)
     if recipe_mode and recipe_mode != plan_task:
         checks.append(Check("plan.recipe_mode_mismatch", "error", {"recipe": name, "recipe_mode": recipe_mode, "mode": ctx.plan.mode}, subject=name))
     for finding in getattr(recipe.value, "findings", None) or ():
@@ -249,7 +231,7 @@ def check_recipe_and_data(ctx: PreflightContext) -> list[Check]:
             checks.append(Check("plan.benchmark_real_data", "error", {"recipe": plan.recipe.name, "dataset": selector}))
         else:
             checks.append(Check("plan.benchmark_recipe", "warning", {"recipe": plan.recipe.name}))
-    if selector == "mock" and mode in _FINETUNE:
+    if selector == "mock" and mode in FINETUNE_GOALS:
         checks.append(Check("plan.mock_finetune", "error", {"mode": mode}))
     elif selector == "mock" and kind == "library":
         checks.append(Check("plan.mock_pretrain", "info", {}))
@@ -271,7 +253,7 @@ def _selector_checks(ctx: PreflightContext) -> list[Check]:
     if spec is None:
         return [Check("plan.selector_unknown", "error", {"dataset": selector, "valid": ", ".join(selectors)})]
     if normalize_mode(mode) not in spec.modes:
-        if selector == "mock" and mode in _FINETUNE:
+        if selector == "mock" and mode in FINETUNE_GOALS:
             return []  # reported as plan.mock_finetune
         return [Check("plan.selector_mode", "error", {"dataset": selector, "mode": mode, "modes": ", ".join(spec.modes)})]
     missing = [key for key in spec.required if not _dataset_setting_given(ctx, key)]
@@ -293,20 +275,17 @@ def _dataset_setting_given(ctx: PreflightContext, key: str) -> bool:
 def check_change_control(ctx: PreflightContext) -> list[Check]:
     """List the overrides that change the convergence contract; flag benchmark-only shortcuts in
     real training and overrides whose declared class disagrees with the key."""
-    try:
-        from mbridge_launch.plan.changecontrol import classify
-    except ImportError:
-        classify = None
+    from mbridge_launch.plan.changecontrol import classify
+
     checks: list[Check] = []
     library = ctx.plan.recipe.kind == "library"
     for override in ctx.plan.overrides:
         declared = override.change_class
         params = {"setting": override.key, "value": override.value, "from": override.from_ if override.from_ is not None else "?", "reason": override.reason or "-", "declared": declared}
-        if classify is not None:
-            actual = classify(override.key).change_class
-            if actual != declared and not (declared == "convergence"):
-                checks.append(Check("plan.override_misclassified", "warning", {**params, "actual": actual}, subject=override.key))
-                declared = actual
+        actual = classify(override.key).change_class
+        if actual != declared and not (declared == "convergence"):
+            checks.append(Check("plan.override_misclassified", "warning", {**params, "actual": actual}, subject=override.key))
+            declared = actual
         if declared == "convergence":
             checks.append(Check("plan.convergence_override", "info", params, subject=override.key))
         elif declared == "benchmark_only" and library:

@@ -14,20 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from mbridge_launch.base.paths import cache_dir
 from mbridge_launch.plan.model import Plan
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.model import Check, Report
-
-CACHE_ENV = "MBRIDGE_LAUNCH_CACHE_DIR"
-
-
-def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Preflight's own cache (the only place it writes, and only for --on-nodes output)."""
-    env = os.environ if env is None else env
-    if env.get(CACHE_ENV):
-        return Path(env[CACHE_ENV]) / "preflight"
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mbridge-launch" / "preflight"
 
 
 def _guard(group: str, func: Callable[[], list[Check]]) -> list[Check]:

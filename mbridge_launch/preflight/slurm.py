@@ -4,6 +4,7 @@ Two queries answer nearly everything: `scontrol show partition -o` and the node 
 `scontrol show node --json` on Slurm 23.02+ or `sinfo --json` on 22.05, else `scontrol show node
 -o`). The Slurm version, `scontrol show config`, `srun --help` and `sacctmgr` are asked only when a
 check needs them. Nothing here changes cluster state; `sbatch --test-only` lives in cluster_checks.
+Commands run through the executors' Slurm layer (executors/slurm_cli.py).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from typing import Mapping
+
+from mbridge_launch.executors.slurm_cli import SlurmCommandError, SlurmResult, SlurmUnavailable, call
 
 QUERY_TIMEOUT_S = 20
 
@@ -27,10 +29,6 @@ def _d(key: str, **params: object) -> str:
     from mbridge_launch.base.i18n import t
 
     return t(f"preflight.detail.{key}", **params)
-
-
-class SlurmUnavailable(Exception):
-    """Slurm's commands are missing or cannot reach a controller."""
 
 
 @dataclass
@@ -187,9 +185,9 @@ class SlurmClient:
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env = dict(os.environ if env is None else env)
         self.calls: list[list[str]] = []  # every command actually run (tests count them)
-        self._memo: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
+        self._memo: dict[tuple[str, ...], SlurmResult] = {}
 
-    def run(self, argv: list[str], stdin: str | None = None, timeout: float = QUERY_TIMEOUT_S, cache: bool = True) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], stdin: str | None = None, timeout: float = QUERY_TIMEOUT_S, cache: bool = True) -> SlurmResult:
         """Run a Slurm command, cached per client when it reads no stdin and `cache` is true
         (polling passes cache=False). Missing binaries and timeouts become SlurmUnavailable."""
         key = tuple(argv)
@@ -202,11 +200,13 @@ class SlurmClient:
             raise SlurmUnavailable(_d("slurm_conf_missing", path=conf))
         self.calls.append(list(argv))
         try:
-            result = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=self.env, timeout=timeout, check=False)
-        except FileNotFoundError:
-            raise SlurmUnavailable(_d("command_missing", command=argv[0])) from None
-        except subprocess.TimeoutExpired:
-            raise SlurmUnavailable(_d("command_timeout", command=" ".join(argv), seconds=f"{timeout:.0f}")) from None
+            result = call(argv, env=self.env, stdin=stdin, timeout=timeout)
+        except SlurmCommandError as exc:
+            if exc.kind == "missing":
+                raise SlurmUnavailable(_d("command_missing", command=argv[0])) from None
+            if exc.kind == "timeout":
+                raise SlurmUnavailable(_d("command_timeout", command=" ".join(argv), seconds=f"{timeout:.0f}")) from None
+            raise SlurmUnavailable(f"{argv[0]}: {exc.reason}") from None
         if cache:
             self._memo[key] = result
         return result

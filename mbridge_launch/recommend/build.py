@@ -5,35 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mbridge_launch.plan.changecontrol import LAYOUT_KEYS
 from mbridge_launch.base.errors import NoLayoutError, UserError
 from mbridge_launch.base.i18n import t
+from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
+from mbridge_launch.plan import settings
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.recommend import select
-from mbridge_launch.plan import settings
+from mbridge_launch.recommend.changes import Change
 from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_vlm, vlm_selectors
 from mbridge_launch.recommend.pitfalls import find_pitfalls
 from mbridge_launch.recommend.request import Request
 from mbridge_launch.recommend.resize import Resized, resize_layout
 
 SMOKE_TEST_MODEL = "llama3_8b"
-
-
-@dataclass
-class Change:
-    field: str
-    from_: Any
-    to: Any
-    change_class: str
-    reason: str
-    source: str  # resize | user | dataset | launcher
-    # True: a KEY=VALUE override the Plan carries in `overrides`. False: carried by another Plan
-    # field (--mode for the PEFT scheme, --dataset, checkpoint paths, dataset.data_path).
-    as_override: bool = True
-
-    def as_json(self) -> dict[str, Any]:
-        return {"field": self.field, "from": self.from_, "to": self.to, "class": self.change_class,
-                "reason": self.reason, "source": self.source}
 
 
 @dataclass
@@ -128,7 +112,8 @@ def _apply_user_layout(layout: Any, request: Request, recipe: Any) -> Any:
 def recommend(request: Request) -> Recommendation:
     from mbridge_launch.knowledge.catalog import load_catalog
     from mbridge_launch.knowledge.hardware import get_hardware
-    from mbridge_launch.knowledge.models import arch_from_hf_config, load_arch, resolve_model
+    from mbridge_launch.knowledge.hf_config import arch_from_hf_config
+    from mbridge_launch.knowledge.models import load_arch, resolve_model
     from mbridge_launch.planner import rules
     from mbridge_launch.recommend import changes
 
@@ -153,7 +138,8 @@ def recommend(request: Request) -> Recommendation:
     nodes, per_node = _nodes_for(world, hardware.gpus_per_node, gpu_type)
     rec = Recommendation(request, model, recipe, catalog, hardware, arch, dataset, None, nodes, per_node, notes=notes)
     if raised_from is not None:
-        rec.notes.append(t("recommend.gpus_raised", recipe=recipe.name, from_gpus=raised_from, to_gpus=world))
+        rec.notes.append(t("recommend.gpus_raised", recipe=recipe.name, from_gpus=t("count.gpus", count=raised_from),
+                                 to_gpus=t("count.gpus", count=world)))
 
     if recipe.kind == "benchmark":
         layout, old_gbs = _weak_scale(recipe, world, overrides)

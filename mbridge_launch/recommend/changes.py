@@ -8,11 +8,31 @@ from the Plan by recommend.to_plan.launcher_changes, so the list matches the com
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from mbridge_launch.plan.changecontrol import CONVERGENCE, LAYOUT_KEYS, classify
 from mbridge_launch.base.i18n import t
+from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS, PEFT_GOALS
 from mbridge_launch.plan import settings as S
+from mbridge_launch.plan.changecontrol import CONVERGENCE, classify
+
+
+@dataclass
+class Change:
+    field: str
+    from_: Any
+    to: Any
+    change_class: str
+    reason: str
+    source: str  # resize | user | dataset | launcher
+    # True: a KEY=VALUE override the Plan carries in `overrides`. False: carried by another Plan
+    # field (--mode for the PEFT scheme, --dataset, checkpoint paths, dataset.data_path).
+    as_override: bool = True
+
+    def as_json(self) -> dict[str, Any]:
+        return {"field": self.field, "from": self.from_, "to": self.to, "class": self.change_class,
+                "reason": self.reason, "source": self.source}
+
 
 RECOMPUTE_KEY = "model.recompute_granularity"
 FSDP_KEYS = ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")
@@ -20,13 +40,11 @@ FSDP_KEYS = ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")
 
 def _change(field: str, old: Any, new: Any, change_class: str, reason: str, source: str,
             as_override: bool = True) -> Any:
-    from mbridge_launch.recommend.build import Change
-
     return Change(field, old, new, change_class, reason, source, as_override)
 
 
 def _resize_reason(rec: Any, after: Any, reason_key: str) -> str:
-    return t("change.reason.resize", from_gpus=rec.recipe.gpus, to_gpus=after.world) + "; " + t(reason_key)
+    return t("change.reason.resize", from_gpus=t("count.gpus", count=rec.recipe.gpus), to_gpus=t("count.gpus", count=after.world)) + "; " + t(reason_key)
 
 
 def record_layout_changes(rec: Any, before: Any, after: Any) -> None:
@@ -130,7 +148,7 @@ def record_choice_changes(rec: Any) -> None:
                                    t("change.reason.precision_flag", precision=request.precision,
                                      recipe_precision=recipe.precision or current), "user"))
     # --goal dora on a recipe built for LoRA: run_recipe.py --mode dora switches the PEFT scheme
-    if recipe.kind == "library" and request.goal in ("lora", "dora") and recipe.peft_scheme \
+    if recipe.kind == "library" and request.goal in PEFT_GOALS and recipe.peft_scheme \
             and recipe.peft_scheme != request.goal:
         rec.changes.append(_change("peft", recipe.peft_scheme, request.goal, CONVERGENCE,
                                    t("change.reason.peft_mode", mode=request.goal), "user", as_override=False))

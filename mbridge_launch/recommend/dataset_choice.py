@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mbridge_launch.knowledge import datasets
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.base.i18n import t
+from mbridge_launch.knowledge import datasets
 from mbridge_launch.recommend.pitfalls import is_vlm
 
 DEFAULT_TEXT_FINETUNE = "squad"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from mbridge_launch.base.i18n import t
+from mbridge_launch.knowledge.vocabulary import BLACKWELL, HOPPER, RUBIN
 from mbridge_launch.plan import settings as S
 
-BLACKWELL = ("b200", "b300", "gb200", "gb300", "vr200", "r100")
-HOPPER = ("h100", "h200")
+BLACKWELL_OR_NEWER = (*BLACKWELL, *RUBIN)
 LONG_CONTEXT = 32768
 # 1F1B bubble fraction (PP-1)/(m+PP-1) above which interleaving (VP) is worth its extra communication
 BUBBLE_WORTH_VP = 0.05
@@ -90,7 +90,7 @@ def find_pitfalls(*, recipe: Any, layout: Any, arch: Any, hardware: Any, dataset
     if is_vlm(recipe) and dataset_is_vlm is False:
         add("VLM_TEXT_DATA", "pitfall.vlm_text_data", model=recipe.model, dataset=dataset,
             choices=", ".join(vlm_choices) or "-")
-    if recipe.hardware in BLACKWELL and gpu_type not in BLACKWELL:
+    if recipe.hardware in BLACKWELL_OR_NEWER and gpu_type not in BLACKWELL_OR_NEWER:
         add("BLACKWELL_ONLY", "pitfall.blackwell_only", recipe=recipe.name, hardware=recipe.hardware, gpu_type=gpu_type)
     max_pos = getattr(arch, "max_position_embeddings", None) if arch is not None else None
     if max_pos and layout.seq_length > max_pos:

@@ -11,23 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.plan.settings import FSDP_SHARDING_STRATEGY, full_recompute_settings
+from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
+from mbridge_launch.plan.settings import FSDP_SHARDING_STRATEGY, full_recompute_settings, override_text
+
+# Layout fields always written, then those written only when set (VP, ETP).
+_ALWAYS = ("tp", "pp", "cp", "ep", "sp", "mbs", "gbs")
+_WHEN_SET = ("vp", "etp")
+
 
 def layout_overrides(layout: Any) -> list[str]:
     """The layout as run_recipe.py KEY=VALUE overrides."""
-    items = [
-        f"model.tensor_model_parallel_size={layout.tp}",
-        f"model.pipeline_model_parallel_size={layout.pp}",
-        f"model.context_parallel_size={layout.cp}",
-        f"model.expert_model_parallel_size={layout.ep}",
-        f"model.sequence_parallel={'true' if layout.sp else 'false'}",
-        f"train.micro_batch_size={layout.mbs}",
-        f"train.global_batch_size={layout.gbs}",
-    ]
-    if layout.vp:
-        items.append(f"model.virtual_pipeline_model_parallel_size={layout.vp}")
-    if layout.etp:
-        items.append(f"model.expert_tensor_parallel_size={layout.etp}")
+    items = [f"{LAYOUT_KEYS[attr]}={override_text(getattr(layout, attr))}" for attr in _ALWAYS]
+    items += [f"{LAYOUT_KEYS[attr]}={getattr(layout, attr)}" for attr in _WHEN_SET if getattr(layout, attr)]
     if layout.cp > 1 and layout.cp_comm_type:
         items.append(f"model.cp_comm_type={layout.cp_comm_type}")
     if layout.recompute == "selective":
@@ -41,14 +36,12 @@ def layout_overrides(layout: Any) -> list[str]:
 
 
 def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | None = None) -> tuple[Path, str]:
-    try:
-        from mbridge_launch.plan.overrides import parse_overrides
-        from mbridge_launch.plan.model import save_plan
-        from mbridge_launch.recommend.build import recommend
-        from mbridge_launch.recommend.request import Request
-        from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
-    except ImportError as exc:
-        raise UserError("planner.plan_needs_catalog", model=got.model, reason=str(exc)) from None
+    from mbridge_launch.plan.model import save_plan
+    from mbridge_launch.plan.overrides import parse_overrides
+    from mbridge_launch.recommend.build import recommend
+    from mbridge_launch.recommend.request import Request
+    from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
+
     layout = candidate.layout
     overrides = layout_overrides(layout)
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge import vocabulary
 from mbridge_launch.plan.overrides import RawOverride
-
-GOALS = ("pretrain", "sft", "lora", "dora")
-GOAL_ALIASES = {"peft": "lora", "finetune": "sft", "fine-tune": "sft"}
-PRECISIONS = ("bf16", "fp8cs", "fp8mx", "fp8sc", "fp8ds", "nvfp4")
-PRECISION_ALIASES = {"fp8_cs": "fp8cs", "mxfp8": "fp8mx", "fp8_blockwise": "fp8sc", "fp8": "fp8cs", "fp4": "nvfp4"}
 
 
 @dataclass
@@ -30,23 +26,12 @@ class Request:
     @property
     def recipe_mode(self) -> str:
         """Recipe task in the catalog: lora and dora both use the peft recipes."""
-        return "peft" if self.goal in ("lora", "dora") else self.goal
-
-
-def normalize_goal(goal: str) -> str:
-    value = GOAL_ALIASES.get(goal.lower(), goal.lower())
-    if value not in GOALS:
-        raise UserError("arg.choice", flag="--goal", value=goal, choices=", ".join(GOALS + ("peft",)))
-    return value
+        return vocabulary.recipe_task(self.goal)
 
 
 def normalize_precision(precision: str | None) -> str | None:
-    if precision is None:
-        return None
-    value = PRECISION_ALIASES.get(precision.lower(), precision.lower())
-    if value not in PRECISIONS:
-        raise UserError("arg.choice", flag="--precision", value=precision, choices=", ".join(PRECISIONS))
-    return value
+    """--precision: None (the recipe's) or the canonical precision of any vocabulary spelling."""
+    return None if precision is None else vocabulary.normalize_precision(precision, flag="--precision")
 
 
 def validate_counts(gpus: int | None, seq_length: int | None) -> None:

@@ -101,7 +101,7 @@ def _planner_best(prefer: Any, arch: Any, hardware: Any, world: int, precision: 
                             seq=prefer.seq_length, reason=reason or "-")
     layout = result.layout
     if prefer.packing and (layout.mbs != 1 or not layout.packing):
-        # the search does not model sequence packing, which needs MBS=1 (facts section 3); GBS
+        # the search does not model sequence packing, which needs MBS=1 (offline packing); GBS
         # stays divisible (it was by MBS x DP) and a smaller micro batch only needs less memory
         layout = replace(layout, mbs=1, packing=True)
         result = _planner_estimate(layout, arch, hardware, precision, goal)

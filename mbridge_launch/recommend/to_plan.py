@@ -8,10 +8,25 @@ from typing import Any
 from mbridge_launch.base import slurm_time
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.base.i18n import t
-from mbridge_launch.knowledge.perf_env import NVL72, nvl72_segment, perf_env
-from mbridge_launch.plan.model import (AutoRollback, CatalogRef, CheckpointPaths, Cluster, ClusterProfile, DatasetSpec,
-                                 Estimates, Launch, Mount, Override, Parallelism, Plan, PlanWarning, RecipeRef)
 from mbridge_launch.base.quoting import is_env_name, is_safe_name
+from mbridge_launch.knowledge.perf_env import nvl72_segment, perf_env
+from mbridge_launch.knowledge.vocabulary import NVL72, task_goal
+from mbridge_launch.plan.layout import parallelism_of
+from mbridge_launch.plan.model import (
+    AutoRollback,
+    CatalogRef,
+    CheckpointPaths,
+    Cluster,
+    ClusterProfile,
+    DatasetSpec,
+    Estimates,
+    Launch,
+    Mount,
+    Override,
+    Plan,
+    PlanWarning,
+    RecipeRef,
+)
 from mbridge_launch.plan.settings import RECIPE_DEFAULT_CHECKPOINT_DIR, override_text
 
 
@@ -128,7 +143,7 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
         profile=ClusterProfile(pyxis=bool(flags.container_image), segment=flags.segment_support),
     )
     launch = Launch(entry=flags.entry or ["python", "scripts/training/run_recipe.py"], workdir=flags.workdir)
-    mode = rec.request.goal if recipe.kind == "library" else ("lora" if recipe.mode == "peft" else recipe.mode)
+    mode = rec.request.goal if recipe.kind == "library" else task_goal(recipe.mode)
     return Plan(
         name=name,
         catalog=CatalogRef(source=rec.catalog.source, version=rec.catalog.version),
@@ -136,9 +151,7 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
                          family=recipe.family, model=recipe.model),
         mode=mode,
         dataset=DatasetSpec(selector=rec.dataset, data_paths=paths, weights=weights),
-        parallelism=Parallelism(tp=layout.tp, pp=layout.pp, vp=layout.vp, cp=layout.cp, ep=layout.ep, etp=layout.etp,
-                                sp=layout.sp, dp=layout.dp, mbs=layout.mbs, gbs=layout.gbs, seq_length=layout.seq_length,
-                                recompute=layout.recompute, fsdp=layout.fsdp),
+        parallelism=parallelism_of(layout),
         overrides=overrides,
         cluster=cluster,
         checkpoint=CheckpointPaths(save=save, load=save),
@@ -170,9 +183,9 @@ def launcher_changes(rec: Any, plan: Plan) -> list[Any]:
     checkpoint paths, dataset.data_path and other dataset fields), as changes: read back from the
     trainer arguments, so the list shows exactly what the command sets."""
     from mbridge_launch.plan.changecontrol import classify
-    from mbridge_launch.recommend.build import Change
     from mbridge_launch.plan.settings import recipe_default
     from mbridge_launch.plan.trainer_args import checkpoint_overrides, dataset_overrides
+    from mbridge_launch.recommend.changes import Change
 
     found = []
     for source, args in (("dataset", dataset_overrides(plan)), ("launcher", checkpoint_overrides(plan))):

@@ -1,4 +1,4 @@
-"""Inspect a Megatron Bridge checkpoint directory (torch_dist format, facts section 6).
+"""Inspect a Megatron Bridge checkpoint directory (torch_dist format, Bridge's default).
 
 A checkpoint `iter_NNNNNNN/` is COMPLETE when it holds every file of REQUIRED_FILES and at least
 one `*.distcp` shard, none of them empty. That is what loading needs: `.metadata` (the
@@ -174,7 +174,9 @@ class Resolution:
 
 
 def resolve_resume(save_dir: Path, *, load: Optional[Path] = None, ckpt_step: Optional[int] = None) -> Resolution:
-    """Bridge's resume resolution order (facts section 6), on the files as they are now."""
+    """Bridge's resume resolution order, on the files as they are now: `load` naming an iter_*
+    directory; else `ckpt_step` (a missing iteration is an error); else latest_train_state.pt;
+    the .txt tracker only as a fallback."""
     save_dir = Path(save_dir)
     if load is not None and parse_iter_dirname(Path(load).name) is not None:
         info = inspect_iter_dir(Path(load)) if Path(load).is_dir() else None

@@ -45,15 +45,35 @@ from typing import Any, Optional
 
 from mbridge_launch import __version__
 from mbridge_launch.base.atomic import fsync_dir
-from mbridge_launch.rollback.checkpoints import (
-    JOURNAL_NAME, PT_TRACKER, ROLLED_BACK_DIR, TRAIN_STATE, TXT_TRACKER, inspect_iter_dir, iter_dirname,
-    iter_dirs, read_journal, read_trackers, rolled_back_dirs,
-)
 from mbridge_launch.base.errors import CheckFailed, UserError
 from mbridge_launch.base.i18n import t
+from mbridge_launch.rollback.checkpoints import (
+    JOURNAL_NAME,
+    PT_TRACKER,
+    ROLLED_BACK_DIR,
+    TRAIN_STATE,
+    TXT_TRACKER,
+    inspect_iter_dir,
+    iter_dirname,
+    iter_dirs,
+    read_journal,
+    read_trackers,
+    rolled_back_dirs,
+)
 from mbridge_launch.rollback.journal import (
-    JOURNAL_FORMAT, LOCK_NAME, SaveDirLock, crash_point, file_sha, remove_stale_temp_files, rename_durably, restore_file,
-    sha256, snapshot_file, unique_stamp, write_if_changed, write_journal,
+    JOURNAL_FORMAT,
+    LOCK_NAME,
+    SaveDirLock,
+    crash_point,
+    file_sha,
+    remove_stale_temp_files,
+    rename_durably,
+    restore_file,
+    sha256,
+    snapshot_file,
+    unique_stamp,
+    write_if_changed,
+    write_journal,
 )
 
 STARTED, DONE, UNDOING, UNDONE = "started", "done", "undoing", "undone"

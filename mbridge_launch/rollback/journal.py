@@ -1,7 +1,7 @@
 """The pieces under a rollback: the save-dir lock, the journal file, tracker snapshots, and the
 crash-injection hook the crash-safety tests use.
 
-Lock: `SAVE/.mbridge-launch.lock`, fcntl.flock(LOCK_EX | LOCK_NB). After locking, the holder checks
+Lock: `SAVE/.mbridge-launch.lock`, an exclusive flock (base.locks.try_lock). After locking, the holder checks
 that the path still names the inode it locked: a finishing holder unlinks the file while still
 holding the lock (so a rollback then undo leaves no trace in the tree), and a process that opened
 the old inode just before must not believe it holds the lock.
@@ -13,8 +13,6 @@ written BEFORE the first change so that a crash at any later point can be finish
 from __future__ import annotations
 
 import base64
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -24,8 +22,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mbridge_launch.base.atomic import atomic_write_bytes, fsync_dir
-from mbridge_launch.rollback.checkpoints import JOURNAL_NAME
 from mbridge_launch.base.errors import CheckFailed, UserError
+from mbridge_launch.base.locks import try_lock
+from mbridge_launch.rollback.checkpoints import JOURNAL_NAME
 
 LOCK_NAME = ".mbridge-launch.lock"
 JOURNAL_FORMAT = 1
@@ -69,12 +68,13 @@ class SaveDirLock:
             except OSError as exc:
                 raise UserError("rollback.lock_failed", path=str(self.path), reason=exc.strerror or str(exc)) from None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
+                taken = try_lock(fd)
+            except OSError as exc:  # no flock on this file system (ENOLCK, EOPNOTSUPP)
                 os.close(fd)
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise CheckFailed("rollback.locked", path=str(self.path.parent), holder=self._holder()) from None
                 raise UserError("rollback.lock_failed", path=str(self.path), reason=exc.strerror or str(exc)) from None
+            if not taken:
+                os.close(fd)
+                raise CheckFailed("rollback.locked", path=str(self.path.parent), holder=self._holder())
             try:
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:

@@ -120,10 +120,6 @@ def loss_by_iteration(records: Iterable[LogRecord]) -> dict[int, float]:
     return losses
 
 
-def is_bad(value: Optional[float]) -> bool:
-    return value is not None and (math.isnan(value) or math.isinf(value))
-
-
 @dataclass(frozen=True)
 class Trigger:
     kind: str  # nan, inf, nan_iterations, spike

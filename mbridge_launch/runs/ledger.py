@@ -28,32 +28,39 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.paths import state_dir
 from mbridge_launch.plan.overrides import whole_number
 from mbridge_launch.runs.records import (  # noqa: F401 - re-exported: the ledger API
-    ACTIVE_STATES, ALL_STATES, CANCELLED, COMPLETED, FAILED, FINAL_STATES, LOST, PENDING, RUNNING, SUBMIT_FAILED,
-    SUBMITTED, SUBMITTING, TIMEOUT, RollbackRecord, RunRecord, run_from_row,
+    ACTIVE_STATES,
+    ALL_STATES,
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    FINAL_STATES,
+    LOST,
+    PENDING,
+    RUNNING,
+    SUBMIT_FAILED,
+    SUBMITTED,
+    SUBMITTING,
+    TIMEOUT,
+    RollbackRecord,
+    RunRecord,
+    run_from_row,
 )
 from mbridge_launch.runs.schema import migrate
 
 LEDGER_FILENAME = "ledger.sqlite3"
+# the confirmation method of the watcher's rollbacks and resubmissions (consent: plan.auto_rollback)
+AUTO_ROLLBACK_METHOD = "auto-rollback"
 BUSY_TIMEOUT_MS = 15_000
 
 _NETWORK_FS = {"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "beegfs", "fuse.sshfs", "ceph", "fuse.glusterfs", "wekafs"}
 
 
-def default_state_dir() -> Path:
-    explicit = os.environ.get("MBRIDGE_LAUNCH_STATE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_STATE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "mbridge-launch"
-    return Path.home() / ".local" / "state" / "mbridge-launch"
-
-
 def default_ledger_path() -> Path:
     explicit = os.environ.get("MBRIDGE_LAUNCH_LEDGER")
-    return Path(explicit).expanduser() if explicit else default_state_dir() / LEDGER_FILENAME
+    return Path(explicit).expanduser() if explicit else state_dir() / LEDGER_FILENAME
 
 
 def _now() -> float:
@@ -148,8 +155,9 @@ class Ledger:
                          script_text: str | None = None, work_dir: str | None = None,
                          save_dir: str | None = None, parent_run_id: int | None = None,
                          job_token: str | None = None) -> RunRecord:
-        """Write the `submitting` row. Call BEFORE the scheduler; pass `job_token` (or the one this
-        returns) to the executor as the job's --comment so a lost submission can be found."""
+        """Write the `submitting` row. Call BEFORE the scheduler. Reconcile finds a lost submission
+        by its token in the job's comment or name, else by job name and submit time (the executors
+        do not set a comment today)."""
         token = job_token or f"mbl-{secrets.token_hex(8)}"
         now = _now()
         with self.transaction() as conn:
@@ -405,6 +413,3 @@ def _norm(path: str | Path | None) -> str | None:
         return None
     return os.path.abspath(os.path.expanduser(str(path)))
 
-
-def open_ledger(path: str | Path | None = None) -> Ledger:
-    return Ledger.open(path)

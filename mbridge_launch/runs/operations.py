@@ -1,11 +1,10 @@
 """What the ledger-backed commands (runs, status, logs, checkpoints, rollback, watch) share:
-the --ledger option, opening with reconciliation, RUN|DIR resolution, typed confirmation, and a
+opening the ledger with reconciliation, RUN|DIR resolution, typed confirmation, and a
 small cancellation interface (the executors own cancellation; tests and the gate plug in theirs).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -14,14 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Protocol
 
-from mbridge_launch.runs import ledger as L
 from mbridge_launch.base.errors import CheckFailed, UserError
 from mbridge_launch.base.i18n import t
-
-
-def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ledger", metavar="PATH", default=None,
-                        help=t("ledger.arg.ledger", path=str(L.default_ledger_path())))
+from mbridge_launch.runs import ledger as L
 
 
 def slurm_query():
@@ -31,10 +25,11 @@ def slurm_query():
     return SacctQuery()
 
 
-def open_ledger(args: argparse.Namespace, *, reconcile: bool = True, query=None) -> L.Ledger:
+def open_ledger(path: Optional[str] = None, *, reconcile: bool = True, query=None) -> L.Ledger:
     """Open the ledger and resolve rows left in `submitting` by a crashed submit (printing what
-    was found) before the command does anything else."""
-    ledger = L.Ledger.open(getattr(args, "ledger", None))
+    was found) before the command does anything else. `path`: the --ledger option (default: the
+    state directory's ledger)."""
+    ledger = L.Ledger.open(path)
     if reconcile and ledger.list_runs(limit=1, states={L.SUBMITTING}):
         from mbridge_launch.runs.reconcile import reconcile_submitting
 
@@ -103,14 +98,9 @@ class Canceller(Protocol):
 def executor_for(run: L.RunRecord):
     """The run's executor, created the way launch.submit_plan created it (same work dir)."""
     from mbridge_launch.executors import get_executor
+    from mbridge_launch.executors.launch import executor_options
 
-    try:
-        from mbridge_launch.executors.launch import executor_options
-
-        options = executor_options(run.executor, Path(run.work_dir) if run.work_dir else None)
-    except ImportError:
-        options = {}
-    return get_executor(run.executor, **options)
+    return get_executor(run.executor, **executor_options(run.executor, Path(run.work_dir) if run.work_dir else None))
 
 
 def executor_cancel(run: L.RunRecord) -> None:

@@ -8,18 +8,19 @@ Two jobs:
 - `refresh_runs`: active runs get their current Slurm state.
 
 Both take a `SlurmQuery` so tests can fake Slurm; `SacctQuery` is the real one (squeue for live
-jobs, sacct for finished ones, both with parsable output).
+jobs, sacct for finished ones, both with parsable output, run through the executors' Slurm layer).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import Iterable, Optional, Protocol
 
+from mbridge_launch.executors.slurm_cli import SlurmUnavailable as SlurmUnavailable
+from mbridge_launch.executors.slurm_cli import call
 from mbridge_launch.runs import ledger as L
 
 # How long a `submitting` row from another host (whose process we cannot check) is given.
@@ -42,11 +43,6 @@ def run_state_for(slurm_state: str) -> str | None:
     """Ledger state for a Slurm state such as 'CANCELLED by 0' (None if unknown)."""
     word = (slurm_state or "").split()[0].rstrip("+").upper() if slurm_state else ""
     return _SLURM_TO_RUN.get(word)
-
-
-class SlurmUnavailable(Exception):
-    """Slurm could not be asked (commands missing, controller or accounting down): nothing may be
-    concluded from the silence, in particular not that a job does not exist."""
 
 
 @dataclass(frozen=True)
@@ -181,10 +177,10 @@ class SacctQuery:
     def _run(self, argv: list[str]) -> Optional[str]:
         """stdout, or None when the command is missing, hangs or fails."""
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s, check=False)
-        except (OSError, subprocess.TimeoutExpired):
+            proc = call(argv, timeout=self.timeout_s)
+        except SlurmUnavailable:
             return None
-        return proc.stdout if proc.returncode == 0 else None
+        return proc.stdout if proc.ok else None
 
     def _squeue(self) -> Optional[list[JobInfo]]:
         out = self._run(["squeue", "-h", "-u", self.user, "-o", "%i|%j|%T|%V|%k"])

@@ -18,9 +18,9 @@ CREATE TABLE runs (
     plan_path     TEXT,
     plan_yaml     TEXT NOT NULL,             -- a copy: the plan file may be edited later
     executor      TEXT NOT NULL,
-    cluster       TEXT NOT NULL DEFAULT '{}', -- JSON: partition, account, nodes, gpus_per_node, gpu_type
+    cluster       TEXT NOT NULL DEFAULT '{}', -- JSON: the plan's cluster section
     job_name      TEXT,                      -- the Slurm job name the executor used
-    job_token     TEXT NOT NULL UNIQUE,      -- unique token (sbatch --comment) to find a lost job
+    job_token     TEXT NOT NULL UNIQUE,      -- unique per submission; reconcile matches it in a job's comment or name
     job_ids       TEXT NOT NULL DEFAULT '[]', -- JSON list, first = main job
     script_path   TEXT,
     script_text   TEXT,
@@ -44,7 +44,7 @@ CREATE TABLE events (
     id        INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id    INTEGER REFERENCES runs(id),
     at        REAL NOT NULL,
-    kind      TEXT NOT NULL,                 -- state, reconcile, rollback, undo, watch, note
+    kind      TEXT NOT NULL,                 -- state, reconcile, reconcile_ambiguous, cancel, rollback, watch_trigger, watcher_job, watcher_job_failed
     old_state TEXT,
     new_state TEXT,
     detail    TEXT NOT NULL DEFAULT '{}'     -- JSON
@@ -56,7 +56,7 @@ CREATE TABLE confirmations (
     run_id  INTEGER REFERENCES runs(id),
     at      REAL NOT NULL,
     action  TEXT NOT NULL,                   -- submit, cancel, rollback, undo, resubmit
-    method  TEXT NOT NULL,                   -- typed-name, yes, flag-yes, auto (watcher, plan consent)
+    method  TEXT NOT NULL,                   -- typed-name, typed-yes, flag-yes, auto-rollback (the watcher, by the plan's consent)
     user    TEXT,
     detail  TEXT NOT NULL DEFAULT '{}'
 );
@@ -65,10 +65,10 @@ CREATE TABLE overrides (
     id      INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id  INTEGER REFERENCES runs(id),
     at      REAL NOT NULL,
-    kind    TEXT NOT NULL,                   -- force (failing preflight), resubmit (same plan hash)
+    kind    TEXT NOT NULL,                   -- preflight (--force past errors), accepted (a plan's accepted check), convergence (a convergence change)
     reason  TEXT NOT NULL,
     user    TEXT,
-    detail  TEXT NOT NULL DEFAULT '{}'       -- JSON: the checks that were overridden
+    detail  TEXT NOT NULL DEFAULT '{}'       -- JSON: the checks overridden, or the change
 );
 
 CREATE TABLE rollbacks (
@@ -87,7 +87,7 @@ CREATE TABLE rollbacks (
 );
 """
 
-# v2: the auto-rollback watcher job that follows a run (gate -> watch_job.submit_watcher_job), so that
+# v2: the auto-rollback watcher job that follows a run (gate.watcher_job.submit_watcher_job), so that
 # `cancel` can stop it and `status` can show it. NULL for runs without one (all v1 rows).
 _V2 = """
 ALTER TABLE runs ADD COLUMN watcher_job_id TEXT;

@@ -4,11 +4,10 @@ trigger iteration, and resubmit, at most `max_rollbacks` times over the run's re
 
 Resubmission is a hook (`ResubmitHook`): the gate owns submissions. `mbridge-launch watch` uses
 `gate.auto_resubmit`: the same plan plus `train.iterations_to_skip` holding the trigger iteration
-(`auto_rollback_plan`; a convergence change, recorded as such), so the bad batch is consumed
-without an update, loading from the rolled-back directory, submitted through the gate (preflight,
-plan card, ledger) with the watcher's 'auto-rollback' confirmation. `resubmit_skipping_batch` is
-the bare ledger-and-scheduler step without the gate's preflight (for tests that bring their own
-scheduler or plans that are not meant to pass preflight).
+(`plan.resubmission.auto_rollback_plan`; a convergence change, recorded as such), so the bad
+batch is consumed without an update, loading from the rolled-back directory, submitted through the
+gate (preflight, plan card, ledger) with the watcher's 'auto-rollback' confirmation. The cli wires
+the hook: this module never imports the gate.
 
 One watcher per run chain: a lock file next to the ledger (`watch-<first run id>.lock`).
 
@@ -21,23 +20,21 @@ alone (`act_on_cancelled=False`); a SIGTERM (its time limit) is deferred while i
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
-from mbridge_launch.runs import ledger as L
 from mbridge_launch.base.errors import CheckFailed, UserError
-from mbridge_launch.gate.submit import AUTO_ROLLBACK_METHOD
 from mbridge_launch.base.i18n import t
+from mbridge_launch.base.locks import LockHeld, lock_file
 from mbridge_launch.rollback.lossmon import LogFollower, LossWatcher, Trigger, parse_line, pick_rollback_target
+from mbridge_launch.runs import ledger as L
+from mbridge_launch.runs.ledger import AUTO_ROLLBACK_METHOD
 
 ResubmitHook = Callable[[L.Ledger, L.RunRecord, int, Trigger], L.RunRecord]
-SKIP_KEY = "train.iterations_to_skip"
-SEED_KEY = "rng.seed"
 
 
 class Terminated(Exception):
@@ -159,10 +156,8 @@ class Watcher:
     # ------------------------------------------------------------------ acting on a trigger
     def _handle(self, run: L.RunRecord, trigger: Trigger):
         from mbridge_launch.rollback.checkpoints import list_checkpoints
-        from mbridge_launch.runs.operations import cancel_and_wait
         from mbridge_launch.rollback.engine import rollback
-
-        from mbridge_launch.runs.operations import refresh
+        from mbridge_launch.runs.operations import cancel_and_wait, refresh
 
         limit = self.max_rollbacks if self.max_rollbacks is not None else run.plan().auto_rollback.max_rollbacks
         if not self.act_on_cancelled:
@@ -205,79 +200,14 @@ class _exclusive:
         self.path, self.run_name, self.fd, self.wait_s = path, run_name, None, wait_s
 
     def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return self
-            except OSError:
-                if time.monotonic() >= deadline:
-                    os.close(self.fd)
-                    raise CheckFailed("watch.already_watching", run=self.run_name) from None
-                time.sleep(0.5)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fd = lock_file(self.path, wait_s=self.wait_s)
+        except LockHeld:
+            raise CheckFailed("watch.already_watching", run=self.run_name) from None
+        except OSError as exc:  # no flock on this file system (ENOLCK, EOPNOTSUPP), no permission
+            raise UserError("watch.lock_failed", path=str(self.path), reason=exc.strerror or str(exc)) from None
+        return self
 
     def __exit__(self, *exc: object) -> None:
         os.close(self.fd)
-
-
-# ---------------------------------------------------------------------- the default resubmission
-def resubmission_plan(plan, *, reason: str, skip_iters: Iterable[int] = (), seed: Optional[int] = None):
-    """The plan to resubmit after a rollback: `skip_iters` added to train.iterations_to_skip
-    (the batches are consumed without an update) and/or a new `rng.seed`, each a convergence
-    change with `reason`; checkpoint.load set to the save directory when empty, so the new job
-    resumes from the rolled-back trackers. Shared by the watcher and `rollback --resubmit`."""
-    from mbridge_launch.plan.model import Override, plan_from_dict
-
-    data = plan.canonical_dict()
-    skips: set[int] = set()
-    kept = []
-    for o in data["overrides"]:
-        if o["key"] == SKIP_KEY:
-            skips |= {int(x) for x in o["value"].strip("[] ").split(",") if x.strip()}
-        elif not (seed is not None and o["key"] == SEED_KEY):
-            kept.append(o)
-    skips |= {int(i) for i in skip_iters}
-
-    def change(key: str, value: str) -> dict:
-        return Override.model_validate({"key": key, "value": value, "class": "convergence", "reason": reason,
-                                        "source": "launcher"}).model_dump(mode="json", by_alias=True)
-
-    if skips:
-        kept.append(change(SKIP_KEY, "[" + ",".join(map(str, sorted(skips))) + "]"))
-    if seed is not None:
-        kept.append(change(SEED_KEY, str(int(seed))))
-    data["overrides"] = kept
-    if not data["checkpoint"].get("load"):
-        data["checkpoint"]["load"] = data["checkpoint"].get("save")
-    return plan_from_dict(data, "resubmission")
-
-
-def skip_plan(plan, iteration: int, reason: str):
-    return resubmission_plan(plan, reason=reason, skip_iters=[iteration])
-
-
-def auto_rollback_plan(run: L.RunRecord, to_iter: int, trigger: Trigger):
-    """The plan the watcher resubmits: `run`'s plan with the trigger's batch skipped."""
-    reason = f"auto-rollback to {to_iter} after {trigger.kind} at iteration {trigger.iteration}: skip that batch"
-    return skip_plan(run.plan(), trigger.iteration, reason)
-
-
-def resubmit_skipping_batch(ledger: L.Ledger, run: L.RunRecord, to_iter: int, trigger: Trigger,
-                            submit: Optional[Callable] = None) -> L.RunRecord:
-    """Submit the run again, WITHOUT the gate's preflight and plan card: only the ledger (written
-    before and after the scheduler call) and the scheduler (`submit`, default launch.submit_plan),
-    consented to by the plan's auto_rollback.enabled, as a child of `run`. For tests and callers
-    that did their own checks; `mbridge-launch watch` resubmits through `gate.auto_resubmit`."""
-    if submit is None:
-        from mbridge_launch.executors.launch import submit_plan as submit
-    plan = auto_rollback_plan(run, to_iter, trigger)
-    plan_yaml = plan.to_yaml()
-    with ledger.submission(name=run.name, plan_hash=plan.plan_hash(), plan_yaml=plan_yaml, executor=run.executor,
-                           plan_path=None, cluster=run.cluster, job_name=run.job_name, work_dir=run.work_dir,
-                           save_dir=run.save_dir, parent_run_id=run.id) as sub:
-        ledger.record_confirmation(sub.record.id, "resubmit", AUTO_ROLLBACK_METHOD,
-                                   {"reason": "plan.auto_rollback", "convergence_change": {SKIP_KEY: trigger.iteration}})
-        submitted = submit(plan, run.executor, run.work_dir)
-        return sub.done(submitted)

@@ -1,4 +1,4 @@
-"""The committed catalog at run time: loading (fast path == YAML), lookups, versions, the
+"""The committed catalog at run time: loading (JSON), lookups, versions, the
 `catalog list/show` commands, dataset selectors, and defaults checked by hand against the
 megatron-bridge 0.6.2 sources (file:line quoted next to each value)."""
 
@@ -6,20 +6,23 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from mbridge_launch.knowledge import catalog as catalog_module
-from mbridge_launch.knowledge.catalog import available_versions, load_catalog, parse_catalog_text
-from mbridge_launch.cli.main import main
-from mbridge_launch.knowledge.datasets import allowed_modes, check_dataset_mode, get_dataset, load_datasets, selectors_for
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.cli.main import main
+from mbridge_launch.knowledge.catalog import available_versions, load_catalog
+from mbridge_launch.knowledge.datasets import (
+    allowed_modes,
+    check_dataset_mode,
+    get_dataset,
+    load_datasets,
+    selectors_for,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-COMMITTED = REPO / "catalog" / "megatron-bridge-0.6.2.yaml"
+COMMITTED = REPO / "catalog" / "megatron-bridge-0.6.2.json"
 
 
 @pytest.fixture(scope="module")
@@ -99,17 +102,12 @@ def test_counts_match_the_release(cat):
 
 
 # --- loading ----------------------------------------------------------------------------------------
-def test_fast_reader_equals_yaml():
-    text = COMMITTED.read_text(encoding="utf-8")
-    assert parse_catalog_text(text) == yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-def test_load_is_fast():
-    catalog_module._load_file.cache_clear()
-    started = time.perf_counter()
-    load_catalog()
-    elapsed = time.perf_counter() - started
-    assert elapsed < 1.0, f"loading the catalog took {elapsed:.3f} s"  # ~0.05 s; generous for busy CI
+def test_committed_catalog_is_the_loaded_data(cat):
+    data = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    assert cat.meta == {k: v for k, v in data.items() if k != "recipes"}
+    assert [(r.kind, r.name, r.tp, len(r.findings)) for r in cat.recipes] == [
+        (r["kind"], r["name"], r["tensor_model_parallel_size"], len(r["findings"])) for r in data["recipes"]]
+    assert not list(COMMITTED.parent.glob("megatron-bridge-*.yaml"))  # the recipe catalog is JSON only
 
 
 def test_recipe_api(cat):
@@ -127,9 +125,9 @@ def test_recipe_api(cat):
 
 
 def test_versions_side_by_side(tmp_path):
-    shutil.copy(COMMITTED, tmp_path / "megatron-bridge-0.6.2.yaml")
-    newer = COMMITTED.read_text(encoding="utf-8").replace('megatron_bridge_version: "0.6.2"', 'megatron_bridge_version: "0.10.0"')
-    (tmp_path / "megatron-bridge-0.10.0.yaml").write_text(newer, encoding="utf-8")
+    shutil.copy(COMMITTED, tmp_path / "megatron-bridge-0.6.2.json")
+    newer = COMMITTED.read_text(encoding="utf-8").replace('"megatron_bridge_version": "0.6.2"', '"megatron_bridge_version": "0.10.0"')
+    (tmp_path / "megatron-bridge-0.10.0.json").write_text(newer, encoding="utf-8")
     assert available_versions(tmp_path) == ["0.6.2", "0.10.0"]
     assert load_catalog(directory=tmp_path).version == "0.10.0"  # newest by default
     assert load_catalog("0.6.2", directory=tmp_path).version == "0.6.2"
@@ -140,18 +138,25 @@ def test_versions_side_by_side(tmp_path):
         load_catalog(directory=tmp_path / "none")
 
 
-def test_hand_edited_file_falls_back_to_yaml(tmp_path):
-    text = "megatron_bridge_version: '1.0'\nrecipes:\n  - name: x_pretrain_1gpu_h100_bf16_config\n    kind: library\n"
-    (tmp_path / "megatron-bridge-1.0.yaml").write_text(text, encoding="utf-8")
+def test_hand_edited_file(tmp_path):
+    text = '{"megatron_bridge_version": "1.0", "recipes": [{"name": "x_pretrain_1gpu_h100_bf16_config", "kind": "library"}]}'
+    (tmp_path / "megatron-bridge-1.0.json").write_text(text, encoding="utf-8")
+    (tmp_path / "megatron-bridge-2.0.yaml").write_text("megatron_bridge_version: '2.0'\nrecipes: []\n", encoding="utf-8")
+    assert available_versions(tmp_path) == ["1.0"]  # only .json files are catalogs
     loaded = load_catalog(directory=tmp_path)
     assert loaded.version == "1.0" and loaded.get("x_pretrain_1gpu_h100_bf16_config").kind == "library"
+    for broken in ('{"megatron_bridge_version": "1.1", "recipes": [', '["not", "an", "object"]', '{"recipes": []}'):
+        (tmp_path / "megatron-bridge-1.1.json").write_text(broken, encoding="utf-8")
+        with pytest.raises(UserError) as info:
+            load_catalog("1.1", directory=tmp_path)
+        assert info.value.key == "catalog.invalid" and "megatron-bridge-1.1.json" in str(info.value)
 
 
 # --- commands -----------------------------------------------------------------------------------------
 def test_list_json_uses_megatron_names(capsys):
     assert main(["catalog", "list", "--format", "json", "--family", "llama", "--mode", "peft", "--kind", "library"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["catalog"] == {"source": "megatron-bridge-0.6.2.yaml", "version": "0.6.2"}
+    assert data["catalog"] == {"source": "megatron-bridge-0.6.2.json", "version": "0.6.2"}
     names = {r["name"] for r in data["recipes"]}
     assert "llama3_8b_peft_1gpu_h100_bf16_config" in names
     assert all(r["mode"] == "peft" and r["kind"] == "library" for r in data["recipes"])

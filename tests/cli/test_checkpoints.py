@@ -1,64 +1,17 @@
 """Checkpoint inspection: completeness, trackers, Bridge's resume order, losses from the log.
 
-`make_save_dir` builds a realistic torch_dist checkpoint directory the way the stand-in trainer
-(and Bridge) lays it out (docs/internals.md); test_rollback.py imports it.
+The checkpoint directories come from tests/checkpoint_fixtures.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from checkpoint_fixtures import log_line, make_save_dir
 from mbridge_launch.rollback import checkpoints as C
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def train_state_bytes(iteration: int) -> bytes:
-    # The stand-in writes train_state.pt as JSON (no torch here); tools treat it as bytes.
-    return json.dumps({"iteration": iteration, "consumed_train_samples": iteration * 128,
-                       "floating_point_operations_so_far": 0, "do_train": True}).encode()
-
-
-def write_iter(save: Path, iteration: int, *, shards: int = 2, mtime: float | None = None) -> Path:
-    d = save / C.iter_dirname(iteration)
-    d.mkdir(parents=True)
-    (d / ".metadata").write_bytes(b"DCP-METADATA" + str(iteration).encode())
-    for rank in range(shards):
-        (d / f"__{rank}_0.distcp").write_bytes(os.urandom(64) + str(iteration).encode())
-    (d / "common.pt").write_bytes(b"common-" + str(iteration).encode())
-    (d / "metadata.json").write_text(json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1}))
-    (d / "run_config.yaml").write_text(f"train:\n  train_iters: 1000\n# iter {iteration}\n")
-    (d / "train_state.pt").write_bytes(train_state_bytes(iteration))
-    if mtime is not None:
-        for f in d.iterdir():
-            os.utime(f, (mtime, mtime))
-        os.utime(d, (mtime, mtime))
-    return d
-
-
-def make_save_dir(root: Path, iterations=(100, 200, 300), tracker: int | None = None) -> Path:
-    """iter dirs for each iteration, trackers at `tracker` (default: the last), written last."""
-    save = root / "ckpt"
-    save.mkdir(parents=True, exist_ok=True)
-    for k, it in enumerate(iterations):
-        write_iter(save, it, mtime=1_700_000_000 + k * 60)
-    tracker = iterations[-1] if tracker is None else tracker
-    (save / C.PT_TRACKER).write_bytes(train_state_bytes(tracker))
-    (save / C.TXT_TRACKER).write_text(str(tracker))
-    return save
-
-
-def log_line(iteration: int, loss: str, total: int = 1000, nan_iters: int = 0) -> str:
-    return (f" [2026-11-29 20:00:{iteration % 60:02d}] iteration {iteration:>8}/{total:>8} | consumed samples: "
-            f"{iteration * 128:>12} | elapsed time per iteration (ms): 812.3 | learning rate: 3.000000E-04 | "
-            f"global batch size:   128 | lm loss: {loss} | loss scale: 1.0 | grad norm: 1.234 | "
-            f"number of skipped iterations:   0 | number of nan iterations: {nan_iters:>3} |\n")
 
 
 def test_complete_checkpoints_and_trackers(tmp_path):
@@ -168,26 +121,23 @@ def test_losses_from_log(tmp_path):
     assert json.dumps(data)  # serialisable (nan turned into text)
 
 
-def test_checkpoints_command_json_and_text(tmp_path):
+def test_checkpoints_command_json_and_text(tmp_path, mbl):
     save = make_save_dir(tmp_path)
     (save / "iter_0000200" / "common.pt").unlink()
-    env = {**os.environ, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state"), "MBRIDGE_LAUNCH_LANG": "en"}
-    out = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", str(save), "--format", "json"],
-                         capture_output=True, text=True, env=env, cwd=ROOT)
+    env = {"MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
+    out = mbl.run("checkpoints", save, "--format", "json", env=env)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [c["complete"] for c in data["checkpoints"]] == [True, False, True]
     assert data["checkpoints"][1]["missing"] == ["common.pt"]
     assert data["resume"]["iteration"] == 300
-    text = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", str(save), "--lang", "zh"],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    text = mbl.run("checkpoints", save, "--lang", "zh", env=env)
     assert text.returncode == 0 and "缺少 common.pt" in text.stdout and "恢复训练" in text.stdout
-    bad = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", "no-such-run"],
-                         capture_output=True, text=True, env=env, cwd=ROOT)
+    bad = mbl.run("checkpoints", "no-such-run", env=env)
     assert bad.returncode == 2 and "no-such-run" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_checkpoints_of_a_recorded_run_show_the_loss_from_its_logs(tmp_path):
+def test_checkpoints_of_a_recorded_run_show_the_loss_from_its_logs(tmp_path, mbl):
     """`checkpoints RUN` reads the losses from the run's own logs (and its parents' after a
     rollback and resubmission: the newest timeline wins), without --log."""
     from mbridge_launch.runs import ledger as L
@@ -206,14 +156,11 @@ def test_checkpoints_of_a_recorded_run_show_the_loss_from_its_logs(tmp_path):
                                         save_dir=str(save), parent_run_id=parent.id)
         ledger.mark_submitted(child.id, ["2"], log_paths=[str(second)])
         ledger.set_state(child.id, L.COMPLETED)
-    env = {**os.environ, "MBRIDGE_LAUNCH_LANG": "en"}
-    out = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", "lossy", "--ledger", str(db),
-                          "--format", "json"], capture_output=True, text=True, env=env, cwd=ROOT)
+    out = mbl.run("checkpoints", "lossy", "--ledger", db, "--format", "json")
     assert out.returncode == 0, out.stderr
     losses = {c["iteration"]: (c["loss"], c["loss_iteration"]) for c in json.loads(out.stdout)["checkpoints"]}
     assert losses[100] == (pytest.approx(9.0), 100) and losses[200] == (pytest.approx(8.0), 200)
     assert losses[300] == (pytest.approx(6.0), 300)  # the resubmitted timeline, not the first one's 7.0
-    text = subprocess.run([sys.executable, "-m", "mbridge_launch", "checkpoints", "lossy", "--ledger", str(db)],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    text = mbl.run("checkpoints", "lossy", "--ledger", db)
     row = next(line for line in text.stdout.splitlines() if line.strip().startswith("300 "))
     assert row.rstrip().endswith("6.0000"), text.stdout

@@ -7,8 +7,8 @@ import errno
 
 import pytest
 
-from mbridge_launch.cli import main as cli
 from mbridge_launch.base.errors import UserError, writable
+from mbridge_launch.cli import main as cli
 
 MISSING_PARENT = "/proc/mbridge-launch-test/no-such-dir"  # /proc refuses new entries, even for root
 
@@ -61,7 +61,6 @@ def test_any_other_file_system_failure_is_one_line_exit_1(capsys, monkeypatch, t
 @pytest.mark.parametrize("executor", ["sbatch", "nemo-run", "submitit"])
 def test_an_unwritable_workdir_stops_before_anything_is_submitted(executor):
     import plan_fixtures as pf
-
     from mbridge_launch.executors.launch import submit_plan
 
     with pytest.raises(UserError) as caught:

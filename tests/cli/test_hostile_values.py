@@ -13,12 +13,12 @@ import pytest
 
 import plan_fixtures as pf
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.executors import get_executor
+from mbridge_launch.executors import BUILTINS, get_executor
 from mbridge_launch.executors.launch import submit_plan
 
 pytestmark = pytest.mark.usefixtures("english")
 
-EXECUTORS = ["sbatch", "nemo-run", "submitit"]
+EXECUTORS = list(BUILTINS)  # every built-in executor (sbatch, nemo-run, submitit)
 
 
 def injections(tag: str) -> str:

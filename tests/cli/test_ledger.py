@@ -14,10 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch.runs import ledger as L
+from cli_helpers import popen_cli
 from mbridge_launch.base.errors import SubmissionError, UserError
+from mbridge_launch.runs import ledger as L
 from mbridge_launch.runs.reconcile import (
-    JobInfo, SacctQuery, SlurmUnavailable, reconcile_submitting, refresh_runs, run_state_for,
+    JobInfo,
+    SacctQuery,
+    SlurmUnavailable,
+    reconcile_submitting,
+    refresh_runs,
+    run_state_for,
 )
 from mbridge_launch.runs.schema import SCHEMA_VERSION
 
@@ -345,7 +351,7 @@ def test_sacct_query_parses_and_prefers_squeue(fake_bin):
     assert "-u someone" in log and "--format=JobIDRaw,JobName,State,Submit,Comment" in log
 
 
-def test_without_slurm_nothing_is_concluded(monkeypatch, tmp_path):
+def test_without_slurm_nothing_is_concluded(monkeypatch, tmp_path, mbl):
     monkeypatch.setenv("PATH", str(tmp_path))  # no squeue/sacct at all
     with pytest.raises(SlurmUnavailable):
         SacctQuery().job_states(["1"])
@@ -358,47 +364,41 @@ def test_without_slurm_nothing_is_concluded(monkeypatch, tmp_path):
         assert result.outcome == "unknown" and ledger.get_run(run.id).state == L.SUBMITTING  # not "lost"
         submitted = ledger.mark_submitted(run.id, ["5"])
         assert refresh_runs(ledger, SacctQuery(), [submitted])[0].state == L.SUBMITTED
-    out = cli("status", str(run.id), "--ledger", str(tmp_path / "l.db"), env={"PATH": str(tmp_path)})
+    out = mbl.run("status", str(run.id), "--ledger", str(tmp_path / "l.db"), env={"PATH": str(tmp_path)})
     assert out.returncode == 0 and "could not be queried" in out.stderr
 
 
 # ---------------------------------------------------------------------- commands
-def cli(*args, env=None):
-    full = {**os.environ, "MBRIDGE_LAUNCH_LANG": "en", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "mbridge_launch", *args], capture_output=True, text=True,
-                          env=full, cwd=ROOT, stdin=subprocess.DEVNULL, timeout=60)
-
-
-def test_commands_reconcile_a_killed_submission(tmp_path, fake_bin):
+def test_commands_reconcile_a_killed_submission(tmp_path, fake_bin, mbl):
     db = tmp_path / "l.db"
     info = _crashing_submitter(db)
     with L.Ledger.open(db) as ledger:  # make the fake Slurm's job carry this run's token
         ledger.conn.execute("UPDATE runs SET job_token='mbl-abc', job_name='train-a' WHERE id=?", (info["id"],))
-    out = cli("runs", "--ledger", str(db), "--format", "json")
+    out = mbl.run("runs", "--ledger", str(db), "--format", "json")
     assert out.returncode == 0, out.stderr
     assert "interrupted during submission" in out.stderr and "301" in out.stderr
     [row] = json.loads(out.stdout)
     assert (row["state"], row["job_ids"]) == ("running", ["301"])
-    status = cli("status", "crashy", "--ledger", str(db))
+    status = mbl.run("status", "crashy", "--ledger", str(db))
     assert status.returncode == 0 and "running" in status.stdout and "301" in status.stdout
-    status_json = json.loads(cli("status", str(info["id"]), "--ledger", str(db), "--format", "json").stdout)
+    status_json = json.loads(mbl.run("status", str(info["id"]), "--ledger", str(db), "--format", "json").stdout)
     assert [e["new_state"] for e in status_json["events"]][:2] == ["submitting", "submitted"]
 
 
-def test_runs_empty_and_logs(tmp_path, fake_bin):
+def test_runs_empty_and_logs(tmp_path, fake_bin, mbl):
     db = tmp_path / "l.db"
-    empty = cli("runs", "--ledger", str(db))
+    empty = mbl.run("runs", "--ledger", str(db))
     assert empty.returncode == 0 and "no runs recorded" in empty.stdout
     log = tmp_path / "train-a-300.out"
     log.write_text("line one\nline two\n")
     with L.Ledger.open(db) as ledger:
         run = _begin(ledger, "train-a", executor="no-such-executor")
         ledger.mark_submitted(run.id, ["300"], log_paths=[str(log)])
-    out = cli("logs", "train-a", "--ledger", str(db))
+    out = mbl.run("logs", "train-a", "--ledger", str(db))
     assert out.returncode == 0 and out.stdout == "line one\nline two\n"
-    follow = cli("logs", "train-a", "-f", "--ledger", str(db))  # the job is CANCELLED: prints and ends
+    follow = mbl.run("logs", "train-a", "-f", "--ledger", str(db))  # the job is CANCELLED: prints and ends
     assert follow.returncode == 0 and "line two" in follow.stdout
-    missing = cli("logs", "nope", "--ledger", str(db), "--lang", "zh")
+    missing = mbl.run("logs", "nope", "--ledger", str(db), "--lang", "zh")
     assert missing.returncode == 2 and "台账中没有运行" in missing.stderr
 
 
@@ -417,10 +417,16 @@ def job_state_bin(tmp_path):
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, state
 
 
+def _default_sigint() -> None:
+    # A test run started in the background of a shell (`bash tests/run-all.sh &`) inherits SIGINT
+    # ignored, and so would this child: Ctrl-C must reach it as it does in a terminal.
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _follow(db: Path, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "mbridge_launch", "logs", "train-a", "-f", "--poll", "0.05",
-                             "--ledger", str(db)], cwd=ROOT, env={**os.environ, "MBRIDGE_LAUNCH_LANG": "en", **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    return popen_cli("logs", "train-a", "-f", "--poll", "0.05", "--ledger", db, env=env, preexec_fn=_default_sigint)
 
 
 def _read_line(proc: subprocess.Popen, timeout: float = 20) -> str:
@@ -498,12 +504,11 @@ def test_plan_save_dir_resolution(tmp_path):
 # ---------------------------------------------------------------------- on the real local Slurm
 @pytest.mark.slurm
 @pytest.mark.parametrize("killed", ["before_sbatch", "after_sbatch"])
-def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shared_dir, tmp_path, killed):
+def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shared_dir, tmp_path, killed, mbl):
     """kill -9 of the submitting process right after the `submitting` row (before sbatch) or right
     after sbatch (before the job id is written): the next command reconciles with squeue/sacct."""
-    from test_watch import e2e_plan
-
     from mbridge_launch.plan.model import save_plan
+    from watch_fixtures import e2e_plan
 
     name = f"reconcile-{killed}-{os.getpid()}-{int(time.time())}"
     plan, _save = e2e_plan(shared_dir, name, train_iters=3, save_interval=10, env={}, auto=False)
@@ -525,7 +530,7 @@ def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shar
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == -9, proc.stderr
-    out = cli("runs", "--ledger", str(db), "--format", "json")
+    out = mbl.run("runs", "--ledger", str(db), "--format", "json")
     assert out.returncode == 0, out.stderr
     [row] = json.loads(out.stdout)
     if killed == "before_sbatch":
@@ -535,7 +540,7 @@ def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shar
     job = row["job_ids"][0]
     assert slurm_cluster.scontrol_job(job)["JobName"] == name
     assert slurm_cluster.wait(job, timeout=120) == "COMPLETED"
-    status = json.loads(cli("status", name, "--ledger", str(db), "--format", "json").stdout)
+    status = json.loads(mbl.run("status", name, "--ledger", str(db), "--format", "json").stdout)
     assert status["state"] == "completed" and any(e["kind"] == "reconcile" for e in status["events"])
 
 

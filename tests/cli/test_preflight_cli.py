@@ -11,10 +11,10 @@ import string
 
 import pytest
 
-from mbridge_launch.base.i18n import catalog
-from mbridge_launch.preflight import Check, Report
+from mbridge_launch.base.i18n import messages
+from mbridge_launch.preflight.model import Check, Report
 from mbridge_launch.preflight.progress import Progress
-from test_preflight_helpers import cli, codes, edit, make_blend, preflight_json, valid_plan, write
+from preflight_fixtures import codes, edit, make_blend, preflight_json, valid_plan, write
 
 
 @pytest.fixture
@@ -29,24 +29,25 @@ def test_report_exit_codes_and_json():
     assert not report.ok and report.exit_code == 1
     data = report.to_json("en")
     assert data["ok"] is False and set(data["checks"][0]) == {"code", "severity", "message", "hint", "subject"}
-    assert data["checks"][2]["message"] == "1 of 2 prefixes have no .idx file: /d/a"
+    assert data["checks"][2]["message"] == "1 of 2 prefixes has no .idx file: /d/a"
     assert data["checks"][2]["hint"].startswith("every prefix needs") and data["checks"][2]["subject"] == "/d/a"
     with pytest.raises(ValueError):
         Check("x", "fatal")
 
 
 def test_every_preflight_message_has_both_languages_with_the_same_placeholders():
-    keys = [k for k in catalog() if k.startswith("preflight.")]
+    keys = [k for k in messages("en") if k.startswith("preflight.")]
     assert len(keys) > 150
     for key in keys:
-        en, zh = catalog()[key]
+        en, zh = (messages(lang)[key] for lang in ("en", "zh"))
+        forms = lambda entry: list(entry.values()) if isinstance(entry, dict) else [entry]  # noqa: E731
         fields = lambda text: sorted(f for _, f, _, _ in string.Formatter().parse(text) if f)  # noqa: E731
-        assert en and zh and fields(en) == fields(zh), key
-        assert re.search(r"[\u4e00-\u9fff]", zh), f"{key}: Chinese text expected"
+        assert all(forms(en) + forms(zh)) and len({str(fields(f)) for f in forms(en) + forms(zh)}) == 1, key
+        assert all(re.search(r"[\u4e00-\u9fff]", f) for f in forms(zh)), f"{key}: Chinese text expected"
 
 
-def test_valid_plan_text_output(plan, tmp_path):
-    result = cli("preflight", str(write(plan, tmp_path)), "--no-cluster")
+def test_valid_plan_text_output(plan, tmp_path, mbl):
+    result = mbl.run("preflight", str(write(plan, tmp_path)), "--no-cluster")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("preflight of pf-valid (plan ") and lines[-1].startswith("passed: 0 errors")
@@ -54,9 +55,9 @@ def test_valid_plan_text_output(plan, tmp_path):
     assert "cluster checks skipped (--no-cluster)" in result.stdout and "\r" not in result.stdout + result.stderr
 
 
-def test_failing_plan_text_output_in_chinese(plan, tmp_path):
+def test_failing_plan_text_output_in_chinese(plan, tmp_path, mbl):
     os.unlink(plan.dataset.data_paths[0] + ".idx")
-    result = cli("preflight", str(write(plan, tmp_path)), "--no-cluster", "--lang", "zh")
+    result = mbl.run("preflight", str(write(plan, tmp_path)), "--no-cluster", "--lang", "zh")
     assert result.returncode == 1
     first = result.stdout.splitlines()[1]
     assert first.split()[0] == "错误" and "data.idx_missing" in first and "缺少 .idx 文件" in first
@@ -74,7 +75,7 @@ def test_json_lists_errors_first_in_text_but_in_run_order_in_json(plan, tmp_path
 
 def test_python_api_takes_a_plan_or_its_file(plan, tmp_path):
     from mbridge_launch.base.errors import UserError
-    from mbridge_launch.preflight import run_preflight
+    from mbridge_launch.preflight.runner import run_preflight
 
     path = write(plan, tmp_path)
     by_object, by_path = run_preflight(plan, cluster=False), run_preflight(path, cluster=False)
@@ -177,14 +178,14 @@ def test_cli_draws_a_progress_bar_on_a_terminal_when_a_check_is_slow(plan, tmp_p
     assert piped.returncode == 0 and "\r" not in piped.stderr and "data [" not in piped.stderr
 
 
-def test_json_is_valid_for_every_check_of_a_bad_plan(plan, tmp_path):
+def test_json_is_valid_for_every_check_of_a_bad_plan(plan, tmp_path, mbl):
     """A plan broken in many ways renders every message in both languages (no missing params)."""
     bad = edit(plan, mode="sft", env_vars={"HF_TOKEN": "x"}, **{
         "dataset.selector": "mock", "parallelism.tp": 3, "cluster.time": "nope",
         "cluster.container_image": "Bad Image", "checkpoint.save": "/proc/x",
         "cluster.container_mounts": [{"source": "/nonexistent-mbl", "target": "rel"}]})
     for lang in ("en", "zh"):
-        result = cli("preflight", str(write(bad, tmp_path / lang)), "--no-cluster", "--format", "json", "--lang", lang)
+        result = mbl.run("preflight", str(write(bad, tmp_path / lang)), "--no-cluster", "--format", "json", "--lang", lang)
         data = json.loads(result.stdout)
         assert result.returncode == 1 and len(codes(data, "error")) >= 8
         assert all("{" not in c["message"] and c["message"] for c in data["checks"]), data

@@ -10,7 +10,6 @@ import shlex
 import pytest
 
 from cli_helpers import recommend_answer as answer
-
 from mbridge_launch.cli.main import main
 from mbridge_launch.plan.model import load_plan
 from mbridge_launch.plan.trainer_args import trainer_args

@@ -3,14 +3,11 @@ where the setting is NVIDIA's own tuned choice or the user already fixed it."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from cli_helpers import recommend_answer as answer
-
 from mbridge_launch.base import i18n
 from mbridge_launch.cli.main import main
-
 
 pytestmark = pytest.mark.usefixtures("english")
 

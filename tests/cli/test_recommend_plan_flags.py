@@ -10,7 +10,6 @@ import pytest
 from mbridge_launch.cli.main import main
 from mbridge_launch.plan.model import Mount, load_plan
 
-
 pytestmark = pytest.mark.usefixtures("english")
 
 FLAGS = [

@@ -4,13 +4,11 @@ so) where not."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from cli_helpers import recommend_answer as answer
-
-from mbridge_launch.knowledge.catalog import load_catalog
 from mbridge_launch.cli.main import main
+from mbridge_launch.knowledge.catalog import load_catalog
 from mbridge_launch.recommend import select
 
 pytestmark = pytest.mark.usefixtures("english")

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch.rollback import checkpoints as C
-from mbridge_launch.rollback import lossmon as M
-from mbridge_launch.rollback import engine as R
+from checkpoint_fixtures import make_save_dir, train_state_bytes, write_iter
 from mbridge_launch.base.errors import CheckFailed, UserError
-from mbridge_launch.runs.ledger import Ledger
+from mbridge_launch.rollback import checkpoints as C
+from mbridge_launch.rollback import engine as R
+from mbridge_launch.rollback import lossmon as M
 from mbridge_launch.rollback.journal import LOCK_NAME, SaveDirLock
-from test_checkpoints import make_save_dir, train_state_bytes, write_iter
+from mbridge_launch.runs.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLLBACK_STEPS = ["locked", "journal_written", "pt_written", "txt_written", "moved_1", "moved_2", "journal_done"]
@@ -30,7 +30,7 @@ UNDO_STEPS = ["undo_journal", "undo_moved_1", "undo_moved_2", "undo_txt", "undo_
 def tree_digest(root: Path) -> dict[str, tuple]:
     """Every file and directory under root (root included): kind, content hash, mode, mtime."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         rel = os.path.relpath(dirpath, root)
         st = os.stat(dirpath)
         out[rel + "/"] = ("dir", stat.S_IMODE(st.st_mode), st.st_mtime_ns)
@@ -53,12 +53,6 @@ def iter_multiset(save: Path) -> collections.Counter:
                 digest.update(f.name.encode() + f.read_bytes())
             found[(path.name, digest.hexdigest())] += 1
     return found
-
-
-def cli(*args: str, env: dict | None = None, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "MBRIDGE_LAUNCH_LANG": "en", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "mbridge_launch", *args], capture_output=True, text=True,
-                          env=full_env, cwd=ROOT, stdin=stdin, timeout=60)
 
 
 @pytest.fixture
@@ -205,18 +199,18 @@ def assert_loadable_and_nothing_lost(save: Path, expected: collections.Counter) 
 
 
 @pytest.mark.parametrize("step", ROLLBACK_STEPS)
-def test_crash_at_each_rollback_step(tmp_path, state_env, step):
+def test_crash_at_each_rollback_step(tmp_path, state_env, step, mbl):
     save = make_save_dir(tmp_path, (100, 200, 300))
     original_tree = tree_digest(save)
     original_iters = iter_multiset(save)
-    crashed = cli("rollback", str(save), "--to", "100", "--yes", env={**state_env, "MBL_ROLLBACK_CRASH_AFTER": step})
+    crashed = mbl.run("rollback", str(save), "--to", "100", "--yes", env={**state_env, "MBL_ROLLBACK_CRASH_AFTER": step})
     assert crashed.returncode == 137, crashed.stderr
     assert_loadable_and_nothing_lost(save, original_iters)
-    listing = cli("checkpoints", str(save), env=state_env)
+    listing = mbl.run("checkpoints", str(save), env=state_env)
     if step not in ("locked", "journal_done"):
         assert "interrupted rollback" in listing.stdout
     # the next command finishes it
-    nxt = cli("rollback", str(save), "--recover", env=state_env)
+    nxt = mbl.run("rollback", str(save), "--recover", env=state_env)
     assert nxt.returncode == 0, nxt.stderr
     assert_loadable_and_nothing_lost(save, original_iters)
     if step == "locked":  # died before the journal: nothing happened, nothing to finish
@@ -226,17 +220,17 @@ def test_crash_at_each_rollback_step(tmp_path, state_env, step):
         return
     assert C.resolve_resume(save).iteration == 100 and sorted(C.iter_dirs(save)) == [100]
     assert not C.list_checkpoints(save).interrupted
-    undo = cli("rollback", str(save), "--undo", "--yes", env=state_env)
+    undo = mbl.run("rollback", str(save), "--undo", "--yes", env=state_env)
     assert undo.returncode == 0, undo.stderr
     assert tree_digest(save) == original_tree
 
 
-def test_next_rollback_finishes_interrupted_one_first(tmp_path, state_env):
+def test_next_rollback_finishes_interrupted_one_first(tmp_path, state_env, mbl):
     save = make_save_dir(tmp_path, (100, 200, 300))
     original_iters = iter_multiset(save)
-    assert cli("rollback", str(save), "--to", "200", "--yes",
-               env={**state_env, "MBL_ROLLBACK_CRASH_AFTER": "pt_written"}).returncode == 137
-    nxt = cli("rollback", str(save), "--to", "100", "--yes", env=state_env)
+    assert mbl.run("rollback", str(save), "--to", "200", "--yes",
+                   env={**state_env, "MBL_ROLLBACK_CRASH_AFTER": "pt_written"}).returncode == 137
+    nxt = mbl.run("rollback", str(save), "--to", "100", "--yes", env=state_env)
     assert nxt.returncode == 0, nxt.stderr
     assert "finished interrupted" in nxt.stdout
     assert_loadable_and_nothing_lost(save, original_iters)
@@ -244,15 +238,15 @@ def test_next_rollback_finishes_interrupted_one_first(tmp_path, state_env):
 
 
 @pytest.mark.parametrize("step", UNDO_STEPS)
-def test_crash_at_each_undo_step(tmp_path, state_env, step):
+def test_crash_at_each_undo_step(tmp_path, state_env, step, mbl):
     save = make_save_dir(tmp_path, (100, 200, 300))
     original_tree = tree_digest(save)
     original_iters = iter_multiset(save)
     R.rollback(save, 100)
-    crashed = cli("rollback", str(save), "--undo", "--yes", env={**state_env, "MBL_ROLLBACK_CRASH_AFTER": step})
+    crashed = mbl.run("rollback", str(save), "--undo", "--yes", env={**state_env, "MBL_ROLLBACK_CRASH_AFTER": step})
     assert crashed.returncode == 137, crashed.stderr
     assert_loadable_and_nothing_lost(save, original_iters)
-    nxt = cli("rollback", str(save), "--recover", env=state_env)
+    nxt = mbl.run("rollback", str(save), "--recover", env=state_env)
     assert nxt.returncode == 0, nxt.stderr
     if step == "undo_cleanup":
         # died after the journal was removed, before restoring the directory's own mtime (which
@@ -267,23 +261,20 @@ def without_root_mtime(digest: dict) -> dict:
 
 
 # ---------------------------------------------------------------------- concurrency
-def test_two_rollbacks_cannot_both_proceed(tmp_path, state_env):
+def test_two_rollbacks_cannot_both_proceed(tmp_path, state_env, mbl):
     save = make_save_dir(tmp_path, (100, 200, 300))
     original_iters = iter_multiset(save)
     marker = tmp_path / "paused"
-    env_a = {**os.environ, "MBRIDGE_LAUNCH_LANG": "en", **state_env,
-             "MBL_ROLLBACK_PAUSE_AFTER": "pt_written", "MBL_ROLLBACK_PAUSE_FILE": str(marker)}
-    first = subprocess.Popen([sys.executable, "-m", "mbridge_launch", "rollback", str(save), "--to", "100", "--yes"],
-                             env=env_a, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             stdin=subprocess.DEVNULL)
+    env_a = {**state_env, "MBL_ROLLBACK_PAUSE_AFTER": "pt_written", "MBL_ROLLBACK_PAUSE_FILE": str(marker)}
+    first = mbl.popen("rollback", save, "--to", "100", "--yes", env=env_a)
     try:
         deadline = time.monotonic() + 30
         while not marker.exists():
             assert time.monotonic() < deadline and first.poll() is None, "first rollback never reached its pause"
             time.sleep(0.02)
-        second = cli("rollback", str(save), "--to", "200", "--yes", env=state_env)
+        second = mbl.run("rollback", str(save), "--to", "200", "--yes", env=state_env)
         assert second.returncode == 1 and "another rollback is in progress" in second.stderr
-        undo = cli("rollback", str(save), "--undo", "--yes", env=state_env)
+        undo = mbl.run("rollback", str(save), "--undo", "--yes", env=state_env)
         assert undo.returncode != 0
     finally:
         marker.unlink(missing_ok=True)
@@ -319,13 +310,13 @@ def test_lock_retries_when_the_file_was_replaced(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- confirmation and guards
-def test_refuses_without_tty_and_without_yes(tmp_path, state_env):
+def test_refuses_without_tty_and_without_yes(tmp_path, state_env, mbl):
     save = make_save_dir(tmp_path)
     before = tree_digest(save)
-    out = cli("rollback", str(save), "--to", "100", env=state_env)
+    out = mbl.run("rollback", str(save), "--to", "100", env=state_env)
     assert out.returncode == 1 and "--yes" in out.stderr
     assert tree_digest(save) == before
-    dry = cli("rollback", str(save), "--to", "100", "--dry-run", env=state_env)
+    dry = mbl.run("rollback", str(save), "--to", "100", "--dry-run", env=state_env)
     assert dry.returncode == 0 and "iter_0000300" in dry.stdout and "nothing was changed" in dry.stdout
     assert tree_digest(save) == before
 
@@ -366,18 +357,18 @@ def _record_running_run(ledger_path: Path, save: Path) -> int:
         return run.id
 
 
-def test_active_run_refused_then_cancelled(tmp_path, state_env, fake_slurm):
+def test_active_run_refused_then_cancelled(tmp_path, state_env, fake_slurm, mbl):
     env, flag = fake_slurm
     save = make_save_dir(tmp_path)
     ledger_path = Path(state_env["MBRIDGE_LAUNCH_STATE_DIR"]) / "ledger.sqlite3"
     run_id = _record_running_run(ledger_path, save)
     before = tree_digest(save)
-    refused = cli("rollback", "demo", "--to", "100", "--yes", env={**state_env, **env})
+    refused = mbl.run("rollback", "demo", "--to", "100", "--yes", env={**state_env, **env})
     assert refused.returncode == 1 and "is active" in refused.stderr and "4242" in refused.stderr
-    refused_dir = cli("rollback", str(save), "--to", "100", "--yes", env={**state_env, **env})
+    refused_dir = mbl.run("rollback", str(save), "--to", "100", "--yes", env={**state_env, **env})
     assert refused_dir.returncode == 1 and "is active" in refused_dir.stderr
     assert tree_digest(save) == before and not flag.exists()
-    done = cli("rollback", "demo", "--to", "100", "--yes", "--cancel", env={**state_env, **env})
+    done = mbl.run("rollback", "demo", "--to", "100", "--yes", "--cancel", env={**state_env, **env})
     assert done.returncode == 0, done.stderr
     assert flag.read_text().split() == ["4242"]
     assert C.resolve_resume(save).iteration == 100
@@ -421,7 +412,7 @@ def test_standin_resumes_from_the_rolled_back_iteration(tmp_path):
     assert [s.iterations for s in C.list_checkpoints(save).rolled_back] == [[20, 30]]
 
 
-def test_pinned_resume_point_is_warned(tmp_path, state_env):
+def test_pinned_resume_point_is_warned(tmp_path, state_env, mbl):
     from plan_fixtures import single_node_h100, with_changes
 
     save = make_save_dir(tmp_path)
@@ -431,5 +422,5 @@ def test_pinned_resume_point_is_warned(tmp_path, state_env):
         run = ledger.begin_submission(name="pinned", plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),
                                       executor="sbatch", save_dir=str(save))
         ledger.set_state(run.id, "completed")
-    out = cli("rollback", "pinned", "--to", "100", "--dry-run", env=state_env)
+    out = mbl.run("rollback", "pinned", "--to", "100", "--dry-run", env=state_env)
     assert out.returncode == 0 and "pins its resume point" in out.stderr and "iter_0000300" in out.stderr

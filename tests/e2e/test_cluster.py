@@ -92,6 +92,6 @@ def test_fake_nvidia_smi_reports_the_nodes_gres(slurm_cluster, shared_dir):
                                wrap="nvidia-smi -L; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader")
     assert slurm_cluster.wait(job, timeout=60) == "COMPLETED", out.read_text()
     lines = out.read_text().splitlines()
-    assert [l.split(" (UUID")[0] for l in lines[:4]] == [f"GPU {i}: NVIDIA GB200" for i in range(4)]
+    assert [line.split(" (UUID")[0] for line in lines[:4]] == [f"GPU {i}: NVIDIA GB200" for i in range(4)]
     assert lines[4:] == ["NVIDIA GB200, 189471 MiB"] * 4
 

@@ -6,20 +6,19 @@ the nodes fails in the node check before the trainer starts."""
 from __future__ import annotations
 
 import json
-import re
 import os
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import pytest
 
 import plan_fixtures as pf
+from mbridge_launch.executors import BUILTINS
 from mbridge_launch.executors.launch import submit_plan
 from mbridge_launch.plan.model import Plan, save_plan
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("english")]
-EXECUTORS = ["sbatch", "nemo-run", "submitit"]
+EXECUTORS = list(BUILTINS)  # every built-in executor (sbatch, nemo-run, submitit)
 
 
 def cluster_plan(base: Path, entry: list[str], partition: str = "h100", gpus_per_node: int = 8,
@@ -72,15 +71,13 @@ def test_two_nodes_sixteen_ranks_complete(executor, slurm_cluster, slurm_env, st
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-def test_more_gpus_than_a_node_has_is_one_clear_line(executor, slurm_cluster, standin_entry, shared_dir):
+def test_more_gpus_than_a_node_has_is_one_clear_line(executor, slurm_cluster, standin_entry, shared_dir, mbl):
     plan = cluster_plan(shared_dir, standin_entry, gpus_per_node=9)
     path = save_plan(plan, shared_dir / "plan.yaml")
-    env = {**slurm_cluster.env, "MBRIDGE_LAUNCH_LANG": "en"}
     # preflight already flags 9 GPUs per node; --force makes Slurm itself the judge here
-    proc = subprocess.run([sys.executable, "-m", "mbridge_launch", "submit", str(path), "--executor", executor,
-                           "--workdir", str(shared_dir / "work"), "--yes", "--force",
-                           "--reason", "e2e: Slurm itself must refuse", "--ledger", str(shared_dir / "ledger.sqlite3")],
-                          capture_output=True, text=True, env=env, cwd=shared_dir, timeout=120)
+    proc = mbl.run("submit", path, "--executor", executor, "--workdir", shared_dir / "work", "--yes", "--force",
+                   "--reason", "e2e: Slurm itself must refuse", "--ledger", shared_dir / "ledger.sqlite3",
+                   env=slurm_cluster.env, cwd=shared_dir)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
     assert errors == ["error: Slurm refused the job: Requested node configuration is not available"], proc.stderr

@@ -17,43 +17,30 @@ no other test or session uses (reconciliation matches jobs by name).
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import pty
-import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from mbridge_launch.rollback import checkpoints as C
-from mbridge_launch.runs import ledger as L
+from cli_helpers import popen_cli
+from gate_fixtures import FakeScheduler, log_text, preflight_with, unique, write_plan
 from mbridge_launch.base.errors import CheckFailed, UserError
 from mbridge_launch.gate.submit import GateOptions, confirm_submission, confirmation_threshold
-from mbridge_launch.plan.model import plan_from_dict, save_plan
+from mbridge_launch.plan.model import save_plan
+from mbridge_launch.rollback import checkpoints as C
+from mbridge_launch.runs import ledger as L
 from plan_fixtures import single_node_h100
-
-ROOT = Path(__file__).resolve().parents[2]
-STANDIN = ROOT / "tests" / "standin_trainer.py"
-CLI = [sys.executable, "-m", "mbridge_launch"]
 
 
 # ---------------------------------------------------------------------- helpers
-def cli(*args: str, env: dict | None = None, timeout: float = 120, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "MBRIDGE_LAUNCH_LANG": "en", **(env or {})}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=timeout,
-                          stdin=stdin)
-
-
 def cli_on_terminal(*args: str, answer: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the CLI with a pseudo-terminal as stdin (so it may ask) and type `answer`."""
     master, slave = pty.openpty()
     try:
-        proc = subprocess.Popen([*CLI, *args], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "MBRIDGE_LAUNCH_LANG": "en"}, cwd=ROOT)
+        proc = popen_cli(*args, stdin=slave)
         os.close(slave)
         slave = -1
         os.write(master, (answer + "\n").encode())
@@ -63,10 +50,6 @@ def cli_on_terminal(*args: str, answer: str, timeout: float = 120) -> subprocess
         if slave >= 0:
             os.close(slave)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def unique(name: str) -> str:
-    return f"{name}-{secrets.token_hex(3)}"
 
 
 def jobs_named(cluster, name: str) -> set[str]:
@@ -79,35 +62,6 @@ def jobs_named(cluster, name: str) -> set[str]:
 def ledger_rows(db: Path) -> list[L.RunRecord]:
     with L.Ledger.open(db) as ledger:
         return ledger.list_runs(limit=None)
-
-
-@pytest.fixture(scope="module")
-def base_plan(tmp_path_factory) -> dict:
-    """One `recommend -o` per module; tests patch names and paths into copies of it."""
-    out = tmp_path_factory.mktemp("recommend") / "plan.yaml"
-    proc = cli("recommend", "--model", "llama32_1b", "--gpus", "2", "--goal", "pretrain", "--dataset", "mock",
-               "--name", "gate", "--partition", "h100", "--time", "00:10:00", "--save-dir", str(out.parent / "ckpt"),
-               "--entry", sys.executable, str(STANDIN), "-o", str(out), "train.train_iters=6", "checkpoint.save_interval=3")
-    assert proc.returncode == 0, proc.stderr
-    return yaml.safe_load(out.read_text())
-
-
-def write_plan(base: dict, shared: Path, name: str, *, iters: int = 6, save_interval: int = 3, env: dict | None = None,
-               auto_rollback: dict | None = None, dp: int | None = None) -> Path:
-    data = copy.deepcopy(base)
-    data["name"] = name
-    data["checkpoint"].update(save=str(shared / "ckpt"), load=str(shared / "ckpt"))
-    data["launch"].update(workdir=str(shared), log_dir=str(shared / "logs"))
-    kept = [o for o in data["overrides"] if o["key"] not in ("train.train_iters", "checkpoint.save_interval")]
-    data["overrides"] = kept + [
-        {"key": "train.train_iters", "value": str(iters), "class": "convergence", "reason": "test length"},
-        {"key": "checkpoint.save_interval", "value": str(save_interval), "class": "execution", "reason": "test"}]
-    data["env_vars"].update(env or {})
-    if auto_rollback is not None:
-        data["auto_rollback"] = auto_rollback
-    if dp is not None:
-        data["parallelism"]["dp"] = dp
-    return save_plan(plan_from_dict(data), shared / f"{name}.yaml")
 
 
 @pytest.fixture
@@ -189,7 +143,7 @@ def test_plan_card_shows_everything_the_issue_lists():
     finally:
         set_lang(None)
     for expected in ("llama3_8b_sft_8gpu_h100_bf16_config", "library recipe", "squad", "TP=1 PP=1", "DP=8",
-                     "1 node(s) x 8 H100", "partition h100", "account llm", "time limit 02:00:00",
+                     "1 node x 8 H100", "partition h100", "account llm", "time limit 02:00:00",
                      "2.50 s per step", "4,096 tokens/s per GPU", "32,768 tokens/s in all",
                      "16.0 GPU-hours if it runs to the time limit", "Convergence-changing overrides: 1",
                      "train.train_iters=1000  (token budget)", "recommend.small_gbs: global batch is small",
@@ -229,30 +183,30 @@ def test_cancel_confirmation_needs_the_run_name():
 
 
 # ---------------------------------------------------------------------- CLI argument rules (no cluster)
-def test_force_without_reason_is_bad_input(tmp_path):
+def test_force_without_reason_is_bad_input(tmp_path, mbl):
     plan = tmp_path / "plan.yaml"
     save_plan(single_node_h100(), plan)
     db = tmp_path / "l.db"
-    proc = cli("submit", str(plan), "--yes", "--force", "--ledger", str(db), "--workdir", str(tmp_path))
+    proc = mbl.run("submit", str(plan), "--yes", "--force", "--ledger", str(db), "--workdir", str(tmp_path))
     assert proc.returncode == 2 and "--force needs --reason" in proc.stderr
     assert not db.exists()  # refused before the ledger was even opened
 
 
-def test_rollback_resubmit_argument_rules(tmp_path):
-    from test_checkpoints import make_save_dir
+def test_rollback_resubmit_argument_rules(tmp_path, mbl):
+    from checkpoint_fixtures import make_save_dir
 
     save = make_save_dir(tmp_path, (10, 20))
     db = str(tmp_path / "l.db")
-    bare = cli("rollback", str(save), "--to", "10", "--resubmit", "--yes", "--ledger", db)
+    bare = mbl.run("rollback", str(save), "--to", "10", "--resubmit", "--yes", "--ledger", db)
     assert bare.returncode == 2 and "needs a recorded run" in bare.stderr
     assert sorted(C.iter_dirs(save)) == [10, 20]  # refused before anything moved
-    seed_alone = cli("rollback", str(save), "--to", "10", "--seed", "3", "--yes", "--ledger", db)
+    seed_alone = mbl.run("rollback", str(save), "--to", "10", "--seed", "3", "--yes", "--ledger", db)
     assert seed_alone.returncode == 2 and "--seed applies only with --resubmit" in seed_alone.stderr
-    bad = cli("rollback", str(save), "--to", "10", "--resubmit", "--skip-iters", "5-2", "--ledger", db)
+    bad = mbl.run("rollback", str(save), "--to", "10", "--resubmit", "--skip-iters", "5-2", "--ledger", db)
     assert bad.returncode == 2 and "'5-2'" in bad.stderr
-    force_alone = cli("rollback", str(save), "--to", "10", "--force", "--reason", "r", "--yes", "--ledger", db)
+    force_alone = mbl.run("rollback", str(save), "--to", "10", "--force", "--reason", "r", "--yes", "--ledger", db)
     assert force_alone.returncode == 2 and "--force applies only with --resubmit" in force_alone.stderr
-    no_reason = cli("rollback", str(save), "--to", "10", "--resubmit", "--force", "--yes", "--ledger", db)
+    no_reason = mbl.run("rollback", str(save), "--to", "10", "--resubmit", "--force", "--yes", "--ledger", db)
     assert no_reason.returncode == 2 and "--force needs --reason" in no_reason.stderr
     assert sorted(C.iter_dirs(save)) == [10, 20]
 
@@ -268,10 +222,10 @@ def test_skip_iters_parsing():
 
 # ---------------------------------------------------------------------- the gate on the cluster
 @pytest.mark.slurm
-def test_no_terminal_and_no_yes_submits_nothing(base_plan, gate_env, shared_dir, slurm_cluster):
+def test_no_terminal_and_no_yes_submits_nothing(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-notty")
     plan = write_plan(base_plan, shared_dir, name)
-    proc = cli("submit", str(plan), "--ledger", str(gate_env), "--workdir", str(shared_dir))
+    proc = mbl.run("submit", str(plan), "--ledger", str(gate_env), "--workdir", str(shared_dir))
     assert proc.returncode == 1, proc.stderr
     assert "no terminal to confirm on" in proc.stderr and "plan card" in proc.stderr  # shown, then refused
     assert ledger_rows(gate_env) == []
@@ -299,19 +253,19 @@ def test_terminal_confirmation_above_threshold_needs_the_name(base_plan, gate_en
 
 
 @pytest.mark.slurm
-def test_failing_preflight_blocks_and_force_records_the_reason(base_plan, gate_env, shared_dir, slurm_cluster):
+def test_failing_preflight_blocks_and_force_records_the_reason(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-force")
     plan = write_plan(base_plan, shared_dir, name, dp=4)  # 4-way DP on 2 GPUs: plan.world_mismatch
     common = ["submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir)]
-    blocked = cli(*common)
+    blocked = mbl.run(*common)
     assert blocked.returncode == 1 and "plan.world_mismatch" in blocked.stderr
-    assert "preflight found 1 error(s); nothing was submitted" in blocked.stderr
+    assert "preflight found 1 error; nothing was submitted" in blocked.stderr
     assert ledger_rows(gate_env) == [] and jobs_named(slurm_cluster, name) == set()
 
-    no_reason = cli(*common, "--force")
+    no_reason = mbl.run(*common, "--force")
     assert no_reason.returncode == 2 and ledger_rows(gate_env) == []
 
-    forced = cli(*common, "--force", "--reason", "stand-in ignores the layout", "--format", "json")
+    forced = mbl.run(*common, "--force", "--reason", "stand-in ignores the layout", "--format", "json")
     assert forced.returncode == 0, forced.stderr
     out = json.loads(forced.stdout)
     assert jobs_named(slurm_cluster, name) == set(out["job_ids"])
@@ -325,29 +279,29 @@ def test_failing_preflight_blocks_and_force_records_the_reason(base_plan, gate_e
 
 
 @pytest.mark.slurm
-def test_duplicate_is_refused_unless_resubmit_and_cancel_is_gated(base_plan, gate_env, shared_dir, slurm_cluster):
+def test_duplicate_is_refused_unless_resubmit_and_cancel_is_gated(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-dup")
     plan = write_plan(base_plan, shared_dir, name, iters=200, env={"MBL_STANDIN_ITER_SECONDS": "0.5"})
     common = ["submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir)]
-    first = cli(*common, "--format", "json")
+    first = mbl.run(*common, "--format", "json")
     assert first.returncode == 0, first.stderr
     job_a = json.loads(first.stdout)["job_ids"][0]
 
-    dup = cli(*common)
+    dup = mbl.run(*common)
     assert dup.returncode == 1 and "already submitted and not finished" in dup.stderr, dup.stderr
     assert len(ledger_rows(gate_env)) == 1 and jobs_named(slurm_cluster, name) == {job_a}
 
-    again = cli(*common, "--resubmit", "--format", "json")
+    again = mbl.run(*common, "--resubmit", "--format", "json")
     assert again.returncode == 0, again.stderr
     job_b = json.loads(again.stdout)["job_ids"][0]
     assert jobs_named(slurm_cluster, name) == {job_a, job_b}
 
     ledger_arg = ["--ledger", str(gate_env)]
-    refused = cli("cancel", "1", *ledger_arg)
+    refused = mbl.run("cancel", "1", *ledger_arg)
     assert refused.returncode == 1 and "no terminal to confirm on" in refused.stderr
     assert slurm_cluster.squeue_state(job_a) in ("PENDING", "RUNNING")
-    assert cli("cancel", "1", "--yes", "--wait", *ledger_arg).returncode == 0
-    assert cli("cancel", "2", "--yes", *ledger_arg).returncode == 0
+    assert mbl.run("cancel", "1", "--yes", "--wait", *ledger_arg).returncode == 0
+    assert mbl.run("cancel", "2", "--yes", *ledger_arg).returncode == 0
     assert slurm_cluster.wait(job_a, timeout=60) == "CANCELLED"
     assert slurm_cluster.wait(job_b, timeout=60) == "CANCELLED"
     with L.Ledger.open(gate_env) as ledger:
@@ -356,34 +310,34 @@ def test_duplicate_is_refused_unless_resubmit_and_cancel_is_gated(base_plan, gat
 
 
 @pytest.mark.slurm
-def test_kill9_after_the_ledger_write_is_reconciled_as_lost(base_plan, gate_env, shared_dir, slurm_cluster):
+def test_kill9_after_the_ledger_write_is_reconciled_as_lost(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-lost")
     plan = write_plan(base_plan, shared_dir, name)
-    crashed = cli("submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir),
-                  env={"MBL_GATE_CRASH_AFTER": "ledger"})
+    crashed = mbl.run("submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir),
+                      env={"MBL_GATE_CRASH_AFTER": "ledger"})
     assert crashed.returncode == 137, crashed.stderr
     [row] = ledger_rows(gate_env)
     assert row.state == L.SUBMITTING and row.job_ids == []
     assert jobs_named(slurm_cluster, name) == set()
 
-    listed = cli("runs", "--ledger", str(gate_env))
+    listed = mbl.run("runs", "--ledger", str(gate_env))
     assert listed.returncode == 0 and "marked lost" in listed.stderr, listed.stderr
     [row] = ledger_rows(gate_env)
     assert row.state == L.LOST and row.job_ids == []
 
 
 @pytest.mark.slurm
-def test_kill9_after_sbatch_is_reconciled_with_the_real_job(base_plan, gate_env, shared_dir, slurm_cluster):
+def test_kill9_after_sbatch_is_reconciled_with_the_real_job(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-found")
     plan = write_plan(base_plan, shared_dir, name)
-    crashed = cli("submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir),
-                  env={"MBL_GATE_CRASH_AFTER": "sbatch"})
+    crashed = mbl.run("submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir),
+                      env={"MBL_GATE_CRASH_AFTER": "sbatch"})
     assert crashed.returncode == 137, crashed.stderr
     [row] = ledger_rows(gate_env)
     assert row.state == L.SUBMITTING and row.job_ids == []
     [job] = jobs_named(slurm_cluster, name)  # the job exists; only the ledger does not know it
 
-    status = cli("status", name, "--ledger", str(gate_env), "--format", "json")
+    status = mbl.run("status", name, "--ledger", str(gate_env), "--format", "json")
     assert status.returncode == 0, status.stderr
     assert f"Slurm has it as job {job}: recorded" in status.stderr
     assert json.loads(status.stdout)["job_ids"] == [job]
@@ -393,26 +347,22 @@ def test_kill9_after_sbatch_is_reconciled_with_the_real_job(base_plan, gate_env,
 
 
 # ---------------------------------------------------------------------- resubmission through the gate
-def _log_text(shared: Path) -> str:
-    return "\n".join(p.read_text(errors="replace") for p in sorted((shared / "logs").glob("*")) if p.is_file())
-
-
 @pytest.mark.slurm
-def test_rollback_resubmit_goes_through_the_gate(base_plan, gate_env, shared_dir, slurm_cluster):
+def test_rollback_resubmit_goes_through_the_gate(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-rb")
     plan = write_plan(base_plan, shared_dir, name)
     ledger_arg = ["--ledger", str(gate_env)]
-    first = cli("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--format", "json", *ledger_arg)
+    first = mbl.run("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--format", "json", *ledger_arg)
     assert first.returncode == 0, first.stderr
     assert slurm_cluster.wait(json.loads(first.stdout)["job_ids"][0], timeout=90) == "COMPLETED"
     save = shared_dir / "ckpt"
     assert C.resolve_resume(save).iteration == 6
 
-    refused = cli("rollback", name, "--to", "3", "--resubmit", *ledger_arg)  # no terminal, no --yes
+    refused = mbl.run("rollback", name, "--to", "3", "--resubmit", *ledger_arg)  # no terminal, no --yes
     assert refused.returncode == 1 and sorted(C.iter_dirs(save)) == [3, 6]
 
-    proc = cli("rollback", name, "--to", "3", "--resubmit", "--seed", "7", "--skip-iters", "4", "--yes",
-               "--format", "json", *ledger_arg)
+    proc = mbl.run("rollback", name, "--to", "3", "--resubmit", "--seed", "7", "--skip-iters", "4", "--yes",
+                   "--format", "json", *ledger_arg)
     assert proc.returncode == 0, proc.stderr
     assert "plan card" in proc.stderr and "rng.seed=7" in proc.stderr  # the gate showed the change
     assert "Resubmission of run #1 after a rollback" in proc.stderr
@@ -431,26 +381,26 @@ def test_rollback_resubmit_goes_through_the_gate(base_plan, gate_env, shared_dir
         assert [(c["action"], c["method"]) for c in ledger.confirmations(run.id)] == [("resubmit", "flag-yes")]
         [rb] = ledger.rollbacks(run_ids=[1])
         assert (rb.to_iter, rb.state) == (3, "done")
-    logs = _log_text(shared_dir)
+    logs = log_text(shared_dir)
     assert "loading checkpoint from" in logs and f"{save} at iteration 3" in logs
     assert C.resolve_resume(save).iteration == 6 and C.rolled_back_dirs(save)
 
 
 @pytest.mark.slurm
-def test_watch_cli_rolls_back_a_nan_and_resubmits_through_the_gate(base_plan, gate_env, shared_dir, slurm_cluster):
+def test_watch_cli_rolls_back_a_nan_and_resubmits_through_the_gate(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-watch")
     auto = {"enabled": True, "on_nan": True, "spike_factor": None, "window": 5, "max_rollbacks": 2}
     plan = write_plan(base_plan, shared_dir, name, iters=40, save_interval=10, auto_rollback=auto,
                       env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.05"})
     ledger_arg = ["--ledger", str(gate_env)]
     # --no-watcher: this test is the login-node watcher (test_watch_job.py has the watcher job)
-    first = cli("submit", str(plan), "--yes", "--no-watcher", "--workdir", str(shared_dir), *ledger_arg)
+    first = mbl.run("submit", str(plan), "--yes", "--no-watcher", "--workdir", str(shared_dir), *ledger_arg)
     assert first.returncode == 0, first.stderr
     assert "no watcher job (--no-watcher)" in first.stderr
 
-    watched = cli("watch", name, "--poll", "0.2", "--format", "json", *ledger_arg, timeout=180)
+    watched = mbl.run("watch", name, "--poll", "0.2", "--format", "json", *ledger_arg, timeout=180)
     result = json.loads(watched.stdout or "{}")
-    assert watched.returncode == 0, (watched.stderr[-3000:], _log_text(shared_dir)[-2000:])
+    assert watched.returncode == 0, (watched.stderr[-3000:], log_text(shared_dir)[-2000:])
     assert result["outcome"] == "finished" and result["run"]["state"] == L.COMPLETED
     assert [(r["to_iter"], r["trigger"]["kind"], r["trigger"]["iteration"]) for r in result["rollbacks"]] == [(20, "nan", 25)]
     assert "plan card" in watched.stderr and "Resubmission of run #1" in watched.stderr  # through the gate
@@ -472,30 +422,6 @@ def test_watch_cli_rolls_back_a_nan_and_resubmits_through_the_gate(base_plan, ga
 
 
 # ---------------------------------------------------------------------- the watcher's resubmission (unit)
-class FakeScheduler:
-    """launch.submit_plan without Slurm: renders a stub script, 'submits' with increasing job ids."""
-
-    def __init__(self):
-        self.submitted = []
-
-    def __call__(self, plan, executor, workdir=None, dry_run=False):
-        from mbridge_launch.executors.base import Rendered, Submitted
-
-        if dry_run:
-            return Rendered(executor=executor, text="#!/bin/sh\n", submit_command=["sbatch", "x.sbatch"],
-                            files={f"{plan.name}.sbatch": "#!/bin/sh\n"})
-        self.submitted.append(plan)
-        return Submitted(executor=executor, job_ids=[str(500 + len(self.submitted))])
-
-
-def _preflight_with(*codes):
-    from mbridge_launch.preflight.model import Check, Report
-
-    def fake(plan, **kw):
-        return Report([Check(code, "error", text=f"{code} (fake)") for code in codes])
-    return fake
-
-
 @pytest.fixture
 def parent_run(tmp_path, monkeypatch):
     """A recorded run whose plan has auto_rollback, with the scheduler and preflight faked."""
@@ -519,11 +445,11 @@ def test_auto_resubmit_refused_by_preflight_says_how_to_continue(parent_run, mon
     from mbridge_launch.rollback.lossmon import Trigger
 
     ledger, run, scheduler = parent_run
-    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with("path.save_space"))
+    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight_with("path.save_space"))
     with pytest.raises(CheckFailed) as err:
         auto_resubmit(ledger, run, 20, Trigger("nan", 25, float("nan")))
     text = err.value.render("en")
-    assert err.value.key == "gate.auto_resubmit_refused" and "preflight found 1 error(s)" in text
+    assert err.value.key == "gate.auto_resubmit_refused" and "preflight found 1 error;" in text
     assert f"mbridge-launch rollback {run.name} --to 20 --resubmit" in text
     assert not scheduler.submitted and [r.id for r in ledger.list_runs()] == [run.id]
 
@@ -534,7 +460,7 @@ def test_auto_resubmit_carries_a_forced_preflight_over_and_records_the_change(pa
 
     ledger, run, scheduler = parent_run
     ledger.record_override(run.id, "preflight", "site quota is wrong", {"errors": ["path.save_space"]})
-    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with("path.save_space"))
+    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight_with("path.save_space"))
     child = auto_resubmit(ledger, run, 20, Trigger("nan", 25, float("nan")))
     assert child.parent_run_id == run.id and child.job_ids == ["501"] and child.state == L.SUBMITTED
     [plan] = scheduler.submitted
@@ -547,7 +473,7 @@ def test_auto_resubmit_carries_a_forced_preflight_over_and_records_the_change(pa
     assert kinds["convergence"]["detail"]["key"] == "train.iterations_to_skip"
 
     # the carried-over reason covers the parent's error, not a new one
-    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with("path.save_space", "plan.memory_oom"))
+    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight_with("path.save_space", "plan.memory_oom"))
     with pytest.raises(CheckFailed) as err:
         auto_resubmit(ledger, child, 30, Trigger("nan", 35, float("nan")))
     assert "does not cover: plan.memory_oom" in err.value.render("en") and len(scheduler.submitted) == 1

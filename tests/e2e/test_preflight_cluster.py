@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mbridge_launch.preflight import run_preflight
+from mbridge_launch.preflight.runner import run_preflight
 from mbridge_launch.preflight.slurm import SlurmClient
-from test_preflight_helpers import codes, edit, preflight_json, valid_plan, write
+from preflight_fixtures import codes, edit, preflight_json, valid_plan, write
 
 pytestmark = pytest.mark.slurm
 
@@ -141,7 +141,7 @@ def test_drained_node_is_a_warning_on_the_real_cluster(slurm_cluster, shared_dir
     assert rc == 0, [c for c in report["checks"] if c["severity"] == "error"]
     down = next(c for c in report["checks"] if c["code"] == "cluster.nodes_unavailable")
     assert down["severity"] == "warning" and "h100-2 (idle+drain" in down["message"] and reason in down["message"]
-    assert "only 1 of the h100 nodes are available now" in down["message"]
+    assert "only 1 of the h100 nodes is available now" in down["message"]
     waits = next(c for c in report["checks"] if c["code"] == "cluster.test_only_waits")
     assert waits["severity"] == "warning" and "h100-2" in waits["message"]
     # one node is enough with h100-1 up: no warning, and --test-only places it there

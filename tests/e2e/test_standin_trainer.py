@@ -155,7 +155,7 @@ def test_log_and_checkpoint_layout(clean_env, capsys, monkeypatch):
     assert [i["it"] for i in its] == [1, 2, 3, 4, 5, 6] and {i["total"] for i in its} == {6}
     assert [i["consumed"] for i in its] == [16 * n for n in range(1, 7)] and {i["gbs"] for i in its} == {16}
     assert all(a["loss"] > b["loss"] for a, b in zip(its, its[1:]))
-    saved = [l for l in lines if "successfully saved checkpoint" in l]
+    saved = [line for line in lines if "successfully saved checkpoint" in line]
     assert saved == [f" successfully saved checkpoint from iteration       {n} to {save} [ t 1/1, p 1/1 ]" for n in (3, 6)]
 
     it6 = save / "iter_0000006"
@@ -327,7 +327,7 @@ def test_signal_checkpoints_and_exits_cleanly(clean_env, sig):
     lines = seen + out.splitlines()
     last = iterations(lines)[-1]["it"]
     assert proc.returncode == 0, err
-    assert any(f"exiting program after receiving {sig.name}" in l for l in lines)
+    assert any(f"exiting program after receiving {sig.name}" in line for line in lines)
     assert (save / "latest_checkpointed_iteration.txt").read_text().strip() == str(last)
     assert (save / f"iter_{last:07d}" / ".metadata").exists()
     assert 3 <= last < 1000
@@ -374,16 +374,17 @@ def test_requeue_checkpoints_on_sigterm_and_resumes(slurm_cluster, standin_entry
     while not (out.exists() and len(iterations(out.read_text().splitlines())) >= 3):
         assert time.monotonic() < deadline, "trainer never logged 3 iterations"
         time.sleep(0.1)
-    t0 = time.monotonic()
+    # cred_expire=10 lets the requeued job start again within ~15 s (Slurm's default: 2 min); the
+    # setting is checked here, not the time it takes (no timed asserts in tests)
+    cred_expire = re.search(r"^AuthInfo=.*\bcred_expire=(\d+)", Path(slurm_cluster.slurm_conf).read_text(), re.M)
+    assert cred_expire and int(cred_expire.group(1)) <= 10, "the test cluster must set cred_expire=10"
     slurm_cluster.run(["scontrol", "requeue", job])
     assert slurm_cluster.wait(job, timeout=120) == "COMPLETED", out.read_text()
-    # cred_expire=10 lets the requeued job start again within ~15 s (Slurm's default: 2 min)
-    assert time.monotonic() - t0 < 60
     log = out.read_text().splitlines()
-    stopped = [l for l in log if "exiting program after receiving SIGTERM" in l]
+    stopped = [line for line in log if "exiting program after receiving SIGTERM" in line]
     assert len(stopped) == 1
     at = int(re.search(r"at iteration (\d+)", stopped[0]).group(1))
     assert f" loading checkpoint from {save} at iteration {at}" in log
     assert [i["it"] for i in iterations(log)] == list(range(1, 41))  # nothing repeated, nothing lost
-    attempts = [json.loads(l) for l in (report / "attempts.jsonl").read_text().splitlines()]
+    attempts = [json.loads(line) for line in (report / "attempts.jsonl").read_text().splitlines()]
     assert [(a["status"], a["restart_count"]) for a in attempts] == [("signalled", None), ("completed", "1")]

@@ -6,37 +6,36 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from checkpoint_fixtures import log_line, make_save_dir
+from mbridge_launch.base.errors import CheckFailed
+from mbridge_launch.plan.model import AutoRollback
+from mbridge_launch.plan.resubmission import SEED_KEY, SKIP_KEY, auto_rollback_plan, resubmission_plan, skip_plan
 from mbridge_launch.rollback import checkpoints as C
 from mbridge_launch.runs import ledger as L
-from mbridge_launch.base.errors import CheckFailed
-from mbridge_launch.runs.reconcile import JobInfo
-from mbridge_launch.plan.model import AutoRollback
-from mbridge_launch.watch.watcher import (
-    SEED_KEY, SKIP_KEY, Watcher, _exclusive, resubmission_plan, resubmit_skipping_batch, skip_plan,
-)
+from mbridge_launch.runs.ledger import AUTO_ROLLBACK_METHOD
+from mbridge_launch.watch.watcher import Watcher, _exclusive
 from plan_fixtures import single_node_h100, with_changes
-from test_checkpoints import log_line, make_save_dir
-
-ROOT = Path(__file__).resolve().parents[2]
+from watch_fixtures import FakeSlurm, e2e_plan
 
 
-class FakeSlurm:
-    def __init__(self):
-        self.states: dict[str, str] = {}
-
-    def job_states(self, job_ids):
-        return {j: JobInfo(j, "x", self.states[j], None) for j in job_ids if j in self.states}
-
-    def find_jobs(self, *, name, token, since):
-        return []
+def resubmit_skipping_batch(ledger, run, to_iter, trigger, submit=None):
+    """A resubmission hook WITHOUT the gate's preflight and card (the watcher's loop is under test
+    here, the gate in test_gate.py): the ledger before and after the scheduler call, as a child."""
+    if submit is None:
+        from mbridge_launch.executors.launch import submit_plan as submit
+    plan = auto_rollback_plan(run.plan(), to_iter, trigger)
+    with ledger.submission(name=run.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(), executor=run.executor,
+                           plan_path=None, cluster=run.cluster, job_name=run.job_name, work_dir=run.work_dir,
+                           save_dir=run.save_dir, parent_run_id=run.id) as sub:
+        ledger.record_confirmation(sub.record.id, "resubmit", AUTO_ROLLBACK_METHOD,
+                                   {"reason": "plan.auto_rollback", "convergence_change": {SKIP_KEY: trigger.iteration}})
+        return sub.done(submit(plan, run.executor, run.work_dir))
 
 
 @dataclass
@@ -174,7 +173,7 @@ def test_resubmission_plan_accumulates_and_sets_seed():
         [(SKIP_KEY, "[25,31]", "convergence"), (SEED_KEY, "99", "convergence")]
 
 
-def test_watch_command(tmp_path):
+def test_watch_command(tmp_path, mbl):
     """The CLI on a finished job (fake sacct says COMPLETED): report-only without auto_rollback."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -190,11 +189,10 @@ def test_watch_command(tmp_path):
         run = ledger.begin_submission(name="demo", plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),
                                       executor="fake", save_dir=str(save))
         ledger.mark_submitted(run.id, ["1"], log_paths=[str(log)])
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "MBRIDGE_LAUNCH_LANG": "en"}
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
     def watch(*extra):
-        return subprocess.run([sys.executable, "-m", "mbridge_launch", "watch", "demo", "--ledger", str(db),
-                               "--poll", "0.05", *extra], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+        return mbl.run("watch", "demo", "--ledger", db, "--poll", "0.05", *extra, env=env, timeout=60)
 
     log.write_text("".join(log_line(i, "4.0E+00") for i in range(1, 20)) + log_line(20, "nan"))
     bad = watch()
@@ -207,27 +205,6 @@ def test_watch_command(tmp_path):
 
 
 # ---------------------------------------------------------------------- end to end on Slurm
-def e2e_plan(shared: Path, name: str, *, train_iters: int, save_interval: int, env: dict, auto: bool, tmp_env=None):
-    save = shared / "ckpt"
-    plan = with_changes(
-        single_node_h100(),
-        top={"name": name},
-        cluster={"partition": "h100", "nodes": 1, "gpus_per_node": 2, "time": "00:10:00", "env": [], "secrets": [],
-                 "account": None, "signal": "USR1@30"},
-        checkpoint={"save": str(save), "load": str(save), "save_interval": save_interval, "pretrained_checkpoint": None},
-        launch={"shape": "srun", "entry": [sys.executable, str(ROOT / "tests" / "standin_trainer.py")],
-                "workdir": str(shared), "log_dir": str(shared / "logs"), "setup": []},
-        env_vars=env,
-        auto_rollback=AutoRollback(enabled=auto, on_nan=True, spike_factor=None, window=5, max_rollbacks=2).model_dump(),
-    )
-    data = plan.canonical_dict()
-    data["overrides"] = [o for o in data["overrides"] if o["key"] != "train.train_iters"] + [
-        {"key": "train.train_iters", "value": str(train_iters), "class": "convergence", "reason": "test"}]
-    from mbridge_launch.plan.model import plan_from_dict
-
-    return plan_from_dict(data), save
-
-
 def submit_recorded(ledger: L.Ledger, plan, workdir: Path) -> L.RunRecord:
     """Submission recorded like the gate does (write before and after), through submit_plan
     directly: the gate is not part of these tests."""

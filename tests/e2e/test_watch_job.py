@@ -18,23 +18,22 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from checkpoint_fixtures import log_line, make_save_dir
+from gate_fixtures import FakeScheduler, log_text, preflight_with, unique, write_plan
+from mbridge_launch.gate.submit import GateOptions, submit_gated
+from mbridge_launch.gate.watcher_job import PARTITION_ENV, watcher_sbatch_argv
+from mbridge_launch.plan.model import AutoRollback
 from mbridge_launch.rollback import checkpoints as C
 from mbridge_launch.runs import ledger as L
-from mbridge_launch.gate.submit import GateOptions, submit_gated
-from mbridge_launch.plan.model import AutoRollback
 from mbridge_launch.watch.watcher import Watcher
-from mbridge_launch.gate.watcher_job import PARTITION_ENV, watcher_sbatch_argv
 from plan_fixtures import single_node_h100, with_changes
-from test_gate import base_plan  # noqa: F401 - the module-scoped `recommend -o` plan fixture
-
-ROOT = Path(__file__).resolve().parents[2]
+from watch_fixtures import FakeSlurm
 
 
 def auto_plan(tmp_path: Path, enabled: bool = True):
@@ -103,12 +102,10 @@ def test_watcher_sbatch_line(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------- the gate starts it
 @pytest.fixture
 def gate_fakes(tmp_path, monkeypatch):
-    """The scheduler and preflight faked (test_gate's FakeScheduler), Slurm's commands faked."""
-    from test_gate import FakeScheduler, _preflight_with
-
+    """The scheduler and preflight faked (gate_fixtures.FakeScheduler), Slurm's commands faked."""
     scheduler = FakeScheduler()
     monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
-    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", _preflight_with())
+    monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight_with())
     return scheduler
 
 
@@ -155,7 +152,7 @@ def test_a_refused_watcher_job_does_not_fail_the_submission(tmp_path, monkeypatc
 
 
 # ---------------------------------------------------------------------- the in-job watcher
-def test_sigterm_makes_the_watcher_job_submit_its_successor(tmp_path):
+def test_sigterm_makes_the_watcher_job_submit_its_successor(tmp_path, mbl):
     """Its time limit (SIGTERM) while the run is still active: the next watcher job is submitted to
     start after this one (afterany), and recorded; exit 0."""
     env, calls = fake_slurm_bin(tmp_path)
@@ -167,10 +164,8 @@ def test_sigterm_makes_the_watcher_job_submit_its_successor(tmp_path):
         run = recorded_run(ledger, plan, tmp_path)
         ledger.conn.execute("UPDATE runs SET log_paths=? WHERE id=?", (json.dumps([str(log)]), run.id))
         ledger.set_watcher_job(run.id, "777")
-    full_env = {**os.environ, **env, "MBRIDGE_LAUNCH_LANG": "en", "SLURM_JOB_ID": "777"}
-    proc = subprocess.Popen([sys.executable, "-m", "mbridge_launch", "watch", str(run.id), "--ledger", str(db),
-                             "--in-job", "--poll", "0.05"], cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = mbl.popen("watch", run.id, "--ledger", db, "--in-job", "--poll", "0.05",
+                     env={**env, "SLURM_JOB_ID": "777"})
     try:
         deadline = time.monotonic() + 30
         while not read_calls(calls, "squeue"):  # it is following the run
@@ -191,9 +186,6 @@ def test_sigterm_makes_the_watcher_job_submit_its_successor(tmp_path):
 
 
 def test_in_job_watcher_leaves_a_run_cancelled_by_someone_else_alone(tmp_path):
-    from test_checkpoints import log_line, make_save_dir
-    from test_watch import FakeSlurm
-
     save = make_save_dir(tmp_path, (10, 20, 30))
     plan = with_changes(auto_plan(tmp_path), checkpoint={"save": str(save), "load": None})
     log = tmp_path / "train.log"
@@ -212,15 +204,13 @@ def test_in_job_watcher_leaves_a_run_cancelled_by_someone_else_alone(tmp_path):
     assert sorted(C.iter_dirs(save)) == [10, 20, 30] and not C.rolled_back_dirs(save)
 
 
-def test_cancel_stops_the_watcher_job_too(tmp_path):
+def test_cancel_stops_the_watcher_job_too(tmp_path, mbl):
     env, calls = fake_slurm_bin(tmp_path)
     db = tmp_path / "l.db"
     with L.Ledger.open(db) as ledger:
         run = recorded_run(ledger, auto_plan(tmp_path), tmp_path)
         ledger.set_watcher_job(run.id, "900")
-    out = subprocess.run([sys.executable, "-m", "mbridge_launch", "cancel", str(run.id), "--yes", "--ledger", str(db)],
-                         cwd=ROOT, env={**os.environ, **env, "MBRIDGE_LAUNCH_LANG": "en"}, capture_output=True,
-                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    out = mbl.run("cancel", run.id, "--yes", "--ledger", db, env=env)
     assert out.returncode == 0, out.stderr
     cancelled = [a for argv in read_calls(calls, "scancel") for a in argv]
     assert "900" in cancelled and "41" in cancelled
@@ -228,8 +218,6 @@ def test_cancel_stops_the_watcher_job_too(tmp_path):
 
 # ---------------------------------------------------------------------- on the real local Slurm
 def _gate_plan(base_plan, shared_dir, name, **kw):
-    from test_gate import write_plan
-
     return write_plan(base_plan, shared_dir, name, **kw)
 
 
@@ -245,17 +233,15 @@ WATCHER_ENV = {"MBRIDGE_LAUNCH_WATCHER_POLL": "0.3", PARTITION_ENV: "gb200"}
 
 
 @pytest.mark.slurm
-def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_env, slurm_cluster, shared_dir, tmp_path):
-    from test_gate import _log_text, cli, unique
-
+def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_env, slurm_cluster, shared_dir, tmp_path, mbl):
     name = unique("wjob-nan")
     auto = {"enabled": True, "on_nan": True, "spike_factor": None, "window": 5, "max_rollbacks": 2}
     plan = _gate_plan(base_plan, shared_dir, name, iters=40, save_interval=10, auto_rollback=auto,
                       env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.1"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node
     env = {**WATCHER_ENV, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
-    first = cli("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--ledger", str(db), "--format", "json",
-                env=env)
+    first = mbl.run("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--ledger", str(db), "--format", "json",
+                    env=env)
     assert first.returncode == 0, first.stderr
     submitted = json.loads(first.stdout)
     assert submitted["watcher_job_id"], first.stderr
@@ -268,7 +254,7 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
         if len(runs) == 2 and last.job_ids and slurm_cluster.state(last.job_ids[0]) == "COMPLETED":
             break
         watch_logs = "".join(p.read_text() for p in shared_dir.glob(f"{name}-watch-*.out"))
-        assert time.monotonic() < deadline, (runs, watch_logs[-3000:], _log_text(shared_dir)[-2000:])
+        assert time.monotonic() < deadline, (runs, watch_logs[-3000:], log_text(shared_dir)[-2000:])
         time.sleep(1)
     with L.Ledger.open(db) as ledger:
         chain = ledger.run_chain(runs[0].id)
@@ -292,17 +278,15 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
 
 
 @pytest.mark.slurm
-def test_e2e_requeue_with_a_watcher_job_resumes_without_rollback(base_plan, slurm_env, slurm_cluster, shared_dir, tmp_path):
-    from test_gate import _log_text, cli, unique
-
+def test_e2e_requeue_with_a_watcher_job_resumes_without_rollback(base_plan, slurm_env, slurm_cluster, shared_dir, tmp_path, mbl):
     name = unique("wjob-requeue")
     auto = {"enabled": True, "on_nan": True, "spike_factor": 3.0, "window": 5, "max_rollbacks": 2}
     plan = _gate_plan(base_plan, shared_dir, name, iters=100, save_interval=10, auto_rollback=auto,
                       env={"MBL_STANDIN_ITER_SECONDS": "0.1"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node
     env = {**WATCHER_ENV, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
-    first = cli("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--ledger", str(db), "--format", "json",
-                env=env)
+    first = mbl.run("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--ledger", str(db), "--format", "json",
+                    env=env)
     assert first.returncode == 0, first.stderr
     job, watcher = json.loads(first.stdout)["job_ids"][0], json.loads(first.stdout)["watcher_job_id"]
     save = shared_dir / "ckpt"
@@ -315,7 +299,7 @@ def test_e2e_requeue_with_a_watcher_job_resumes_without_rollback(base_plan, slur
     slurm_cluster.run(["scontrol", "requeue", job])
     assert slurm_cluster.wait(job, timeout=240) == "COMPLETED"
     assert slurm_cluster.wait(watcher, timeout=120) == "COMPLETED"
-    resumed = [line for line in _log_text(shared_dir).splitlines() if "loading checkpoint" in line]
+    resumed = [line for line in log_text(shared_dir).splitlines() if "loading checkpoint" in line]
     assert resumed and int(resumed[-1].rsplit("iteration", 1)[1].split()[0]) >= 20
     with L.Ledger.open(db) as ledger:
         [run] = ledger.list_runs(limit=None)  # no resubmission

@@ -13,7 +13,7 @@ import pytest
 import plan_fixtures as pf
 from mbridge_launch.base import i18n
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.executors import common, get_executor, node_check, slurm_cli
+from mbridge_launch.executors import batch_script, common, get_executor, node_check, slurm_cli
 from mbridge_launch.plan.model import save_plan
 
 pytestmark = pytest.mark.usefixtures("english")
@@ -93,11 +93,18 @@ def test_benchmark_recipe_has_no_dataset_flag():
 
 
 def test_node_check_script_alone(tmp_path):
-    text = node_check.node_check_script(pf.four_node_gb200())
+    text = batch_script.node_check_script(pf.four_node_gb200())
     _bash_n(text, tmp_path)
     assert "#SBATCH --job-name=llama3-70b-gb200-node-check" in text
     assert "#SBATCH --ntasks-per-node=1" in text and "#SBATCH --gpus-per-node=4" in text
     assert "run_recipe.py" not in text and "--requeue" not in text
+
+
+def test_node_check_job_asks_for_its_own_time_limit_not_the_plans():
+    plan = pf.four_node_gb200()
+    assert plan.cluster.time != "00:07:00"
+    text = batch_script.node_check_script(plan, time="00:07:00")
+    assert "#SBATCH --time=00:07:00" in text and f"#SBATCH --time={plan.cluster.time}" not in text
 
 
 # ------------------------------------------------------------------ the node check program itself
@@ -217,17 +224,16 @@ def test_sbatch_refusal_becomes_submission_error(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ CLI and registry
-def test_cli_dry_run_prints_script_and_submits_nothing(tmp_path):
+def test_cli_dry_run_prints_script_and_submits_nothing(tmp_path, mbl):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     marker = tmp_path / "sbatch-was-called"
     (bin_dir / "sbatch").write_text(f"#!/bin/bash\ntouch {marker}\necho 1\n")
     (bin_dir / "sbatch").chmod(0o755)
     plan_path = save_plan(pf.two_node_h100(), tmp_path / "plan.yaml")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "MBRIDGE_LAUNCH_LANG": "en"}
-    proc = subprocess.run([sys.executable, "-m", "mbridge_launch", "submit", str(plan_path), "--executor", "sbatch",
-                           "--dry-run", "--workdir", str(tmp_path / "work")],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = mbl.run("submit", plan_path, "--executor", "sbatch", "--dry-run", "--workdir", tmp_path / "work",
+                   env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# dry run: nothing was submitted. Executor sbatch; submit command: sbatch --parsable")
     assert get_executor("sbatch").render(pf.two_node_h100()).text in proc.stdout

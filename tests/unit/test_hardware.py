@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.knowledge.hardware import PRECISIONS, get_hardware, known_hardware, normalize_precision
+from mbridge_launch.knowledge.hardware import get_hardware, known_hardware
+from mbridge_launch.knowledge.vocabulary import PRECISIONS, normalize_precision
 
 
 def test_known_systems_and_facts():

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from mbridge_launch.rollback import lossmon as M
+from checkpoint_fixtures import log_line
 from mbridge_launch.plan.model import AutoRollback
-from test_checkpoints import log_line
+from mbridge_launch.rollback import lossmon as M
 
 DOC_LINE = (" [2026-11-29 20:00:00] iteration       10/     100 | consumed samples:         1280 | elapsed time per "
             "iteration (ms): 812.3 | learning rate: 3.000000E-04 | global batch size:   128 | lm loss: 7.654321E+00 |"

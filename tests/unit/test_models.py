@@ -6,10 +6,15 @@ import json
 
 import pytest
 
-from mbridge_launch.knowledge import models
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge import models
+from mbridge_launch.knowledge.hf_config import arch_from_hf_config
 from mbridge_launch.knowledge.models import (
-    ModelArch, arch_from_hf_config, known_models, load_arch, require_planning_arch, resolve_model,
+    ModelArch,
+    known_models,
+    load_arch,
+    require_planning_arch,
+    resolve_model,
 )
 
 

@@ -9,10 +9,10 @@ from cli_helpers import recommend_answer as recommend_json
 from mbridge_launch.knowledge.hardware import get_hardware
 from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.memory import estimate_memory
-from mbridge_launch.recommend.plan_file import layout_overrides
 from mbridge_launch.planner.rules import Layout, check_layout, chunk_layers, evolve, recompute_share
 from mbridge_launch.planner.search import Options, recompute_levels, search
 from mbridge_launch.planner.throughput import estimate_step
+from mbridge_launch.recommend.plan_file import layout_overrides
 
 GB300, H100 = get_hardware("gb300"), get_hardware("h100")
 LLAMA70 = load_arch("llama3_70b")
@@ -29,7 +29,9 @@ def test_share_of_recomputed_layers():
 
 
 def test_rules_name_the_valid_layer_counts():
-    codes = lambda L: [(v.code, v.message("en")) for v in check_layout(L, LLAMA70, H100) if v.severity == "error"]
+    def codes(layout):
+        return [(v.code, v.message("en")) for v in check_layout(layout, LLAMA70, H100) if v.severity == "error"]
+
     assert codes(evolve(BASE, recompute="full", recompute_layers=4)) == []
     [(code, message)] = codes(evolve(BASE, recompute="full", recompute_layers=5))
     assert code == "RULE_RECOMPUTE_LAYERS"

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from mbridge_launch.cli.render import plan_report as report
 from mbridge_launch.knowledge.hardware import get_hardware
 from mbridge_launch.knowledge.models import load_arch
-from mbridge_launch.cli.render import plan_report as report
 from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, search, utility
 
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import os
 import struct
-import time
 from pathlib import Path
 
 import pytest
 
-from mbridge_launch.preflight import run_preflight
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.data_checks import run_data_checks, scan_prefixes
 from mbridge_launch.preflight.megatron_index import HEADER, check_prefix, write_index
-from test_preflight_helpers import codes, edit, make_blend, preflight_json, valid_plan, write
+from mbridge_launch.preflight.runner import run_preflight
+from preflight_fixtures import codes, edit, make_blend, preflight_json, valid_plan, write
 
 
 def data_codes(plan, env=None) -> list[str]:
@@ -184,8 +183,9 @@ def test_many_problems_make_one_check_each(tmp_path):
     assert len(missing) == 1 and missing[0].params["count"] == 20 and "+17" in missing[0].params["examples"]
 
 
-# ---------------------------------------------------------------------- speed
-def test_ten_thousand_prefixes_in_under_two_seconds(tmp_path):
+# ---------------------------------------------------------------------- a large blend
+def test_ten_thousand_prefixes_are_all_checked(tmp_path):
+    """A 10,000-prefix blend passes the data checks (how long it takes: benchmarks/speed.py)."""
     prefixes = []
     for i in range(10_000):
         prefix = str(tmp_path / f"s{i // 1000}" / f"doc_{i:05d}")
@@ -194,11 +194,8 @@ def test_ten_thousand_prefixes_in_under_two_seconds(tmp_path):
         write_index(prefix, [3, 2])
         prefixes.append(prefix)
     plan = edit(valid_plan(tmp_path / "base"), **{"dataset.data_paths": prefixes, "dataset.weights": [1.0] * len(prefixes)})
-    start = time.perf_counter()
     report = run_preflight(plan, cluster=False, env={})
-    elapsed = time.perf_counter() - start
     assert "data.blend_ok" in report.codes() and not [c for c in report.codes("error") if c.startswith("data.")]
-    assert elapsed < 2.0, f"10,000-prefix blend took {elapsed:.2f} s"
 
 
 # ---------------------------------------------------------------------- local JSONL
@@ -232,7 +229,7 @@ def test_jsonl_wrong_keys(tmp_path):
 
 
 def test_jsonl_custom_columns_from_overrides(tmp_path):
-    from test_preflight_helpers import override
+    from preflight_fixtures import override
 
     plan = jsonl_plan(tmp_path, [{"question": "2+2?", "answer": "4"}])
     plan = edit(plan, overrides=[override("dataset.preprocessing.prompt_column", "question", "convergence").model_dump(by_alias=True),

@@ -9,7 +9,7 @@ import pytest
 
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.env_checks import run_env_checks, secret_named, token_kind
-from test_preflight_helpers import codes, edit, override, preflight_json, valid_plan, write
+from preflight_fixtures import codes, edit, override, preflight_json, valid_plan, write
 
 HF_VALUE = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"  # the shape of a Hugging Face token (not a real one)
 WANDB_VALUE = "0123456789abcdef0123456789abcdef01234567"
@@ -29,8 +29,7 @@ def test_named_secret_present_passes(plan):
 
 
 def test_named_secret_missing(plan, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
-    rc, report = preflight_json(write(plan, tmp_path), "--no-cluster", env=env)
+    rc, report = preflight_json(write(plan, tmp_path), "--no-cluster", env={"HF_TOKEN": None})  # unset
     assert rc == 1 and "env.secret_missing" in codes(report, "error")
 
 

@@ -14,7 +14,7 @@ import pytest
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.path_checks import run_path_checks
 from mbridge_launch.preflight.storage import mounts, storage_kind, writable
-from test_preflight_helpers import codes, edit, override, preflight_json, valid_plan, write
+from preflight_fixtures import codes, edit, override, preflight_json, valid_plan, write
 
 
 def path_checks(plan, env=None):

@@ -3,11 +3,12 @@ size vs cluster, recipe kind vs data, mock data with fine-tuning, change control
 
 from __future__ import annotations
 
+import pydantic
 import pytest
 
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.plan_checks import plan_precision, run_plan_checks
-from test_preflight_helpers import cli, codes, edit, override, preflight_json, valid_plan, write
+from preflight_fixtures import codes, edit, override, preflight_json, valid_plan, write
 
 
 def plan_checks(plan):
@@ -80,7 +81,7 @@ def test_only_estimates_can_be_accepted_and_stale_acceptances_are_named(plan, tm
 
 def test_plans_without_acceptances_keep_their_hash(plan):
     assert "accepted_checks" not in plan.canonical_dict() and "accepted_checks" not in plan.to_yaml()
-    with pytest.raises(Exception):  # a reason is required
+    with pytest.raises(pydantic.ValidationError):  # a reason is required
         edit(plan, accepted_checks=[{"code": "plan.memory_oom", "reason": ""}])
 
 
@@ -200,34 +201,33 @@ def test_plan_the_executor_refuses(plan):
 
 
 # ---------------------------------------------------------------------- the Plan itself invalid: exit 2
-def test_unknown_field_exits_2(plan, tmp_path):
+def test_unknown_field_exits_2(plan, tmp_path, mbl):
     path = write(plan, tmp_path)
     path.write_text(path.read_text().replace("mode: pretrain", "mode: pretrain\nmodee: sft"))
-    result = cli("preflight", str(path))
+    result = mbl.run("preflight", str(path))
     assert result.returncode == 2 and "modee" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_unparseable_plan_exits_2(tmp_path):
+def test_unparseable_plan_exits_2(tmp_path, mbl):
     path = tmp_path / "plan.yaml"
     path.write_text("name: [unclosed\n")
-    result = cli("preflight", str(path), "--no-cluster")
+    result = mbl.run("preflight", str(path), "--no-cluster")
     assert result.returncode == 2 and "not valid YAML" in result.stderr
 
 
-def test_missing_plan_file_exits_2(tmp_path):
-    assert cli("preflight", str(tmp_path / "nope.yaml")).returncode == 2
+def test_missing_plan_file_exits_2(tmp_path, mbl):
+    assert mbl.run("preflight", str(tmp_path / "nope.yaml")).returncode == 2
 
 
 def test_block_recompute_counts_the_layers_that_keep_activations(plan):
     """Full recompute of 1 layer per chunk (recompute_method=block) keeps the other layers'
     activations: more memory than recomputing every layer, less than none."""
-    from mbridge_launch.planner.rules import Layout
-    from mbridge_launch.preflight.plan_checks import layout_from_plan
+    from mbridge_launch.preflight.plan_checks import plan_layout
 
     def layout(**overrides):
         edited = edit(plan, **{"parallelism.recompute": "full"},
                       overrides=[override(k, v, "execution").model_dump(by_alias=True) for k, v in overrides.items()])
-        return layout_from_plan(PreflightContext(plan=edited, env={}), Layout)
+        return plan_layout(PreflightContext(plan=edited, env={}))
 
     block = layout(**{"model.recompute_granularity": "full", "model.recompute_method": "block",
                       "model.recompute_num_layers": "1"})

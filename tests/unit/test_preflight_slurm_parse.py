@@ -12,7 +12,7 @@ import pytest
 from mbridge_launch.preflight.cluster_checks import expected_segment, gpus_of_type, run_cluster_checks, type_matches
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.slurm import SlurmClient, node_from_json, parse_gpu_gres, parse_oneliner
-from test_preflight_helpers import edit, valid_plan
+from preflight_fixtures import edit, valid_plan
 
 PARTITIONS = """\
 PartitionName=h100 AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL Default=YES MaxNodes=UNLIMITED MaxTime=UNLIMITED Nodes=h100-[1-2] State=UP TotalNodes=2
@@ -167,7 +167,7 @@ def test_nvl72_node_count_and_segment_must_fit_the_domain(plan):
     ctx = PreflightContext(plan=edit(gb, **{"cluster.nodes": 19, "parallelism.dp": 76, "parallelism.gbs": 76}), env=ENV)
     ctx.lookup("rendered_script", lambda: "#!/bin/bash\n")
     [split] = [c for c in run_cluster_checks(ctx, new) if c.code == "cluster.nvl72_nodes_split"]
-    assert split.severity == "warning" and (split.params["segment"], split.params["lower"], split.params["upper"]) == (1, 18, 20)
+    assert split.severity == "warning" and (split.params["count"], split.params["lower"], split.params["upper"]) == (1, 18, 20)
     assert "19 nodes" in split.message("en") and "18 or 20 nodes" in split.hint("en")
     ctx = PreflightContext(plan=edit(gb, **{"cluster.nodes": 36, "parallelism.dp": 144, "parallelism.gbs": 144}), env=ENV)
     ctx.lookup("rendered_script", lambda: "#!/bin/bash\n")

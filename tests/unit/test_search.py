@@ -7,8 +7,16 @@ import pytest
 from mbridge_launch.knowledge.hardware import get_hardware
 from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.rules import Layout, check_layout, evolve
-from mbridge_launch.planner.search import (CP_CHARGE, EP_CREDIT, Options, best_layout, estimate_layout, preference,
-                                          search, utility)
+from mbridge_launch.planner.search import (
+    CP_CHARGE,
+    EP_CREDIT,
+    Options,
+    best_layout,
+    estimate_layout,
+    preference,
+    search,
+    utility,
+)
 from mbridge_launch.planner.throughput import estimate_step
 
 H100, GB200, B200 = get_hardware("h100"), get_hardware("gb200"), get_hardware("b200")

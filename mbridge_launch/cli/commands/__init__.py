@@ -1,1 +1,1 @@
-"""CLI commands: each module defines HELP, add_arguments(parser) and run(args) -> exit code."""
+"""CLI commands: each module defines HELP (a message key), add_arguments(parser) and run(args) -> exit code."""

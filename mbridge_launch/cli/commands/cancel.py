@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "cancel a recorded run's Slurm jobs (asks for the run name, or --yes)"
+HELP = "help.cancel"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.runs.operations import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument
 
-    parser.add_argument("run", help="run name or id in the ledger")
-    parser.add_argument("--yes", action="store_true", help="cancel without a prompt")
-    parser.add_argument("--wait", action="store_true", help="wait until Slurm reports the job finished")
+    parser.add_argument("run", help=t("help.common.run"))
+    parser.add_argument("--yes", action="store_true", help=t("help.cancel.yes"))
+    parser.add_argument("--wait", action="store_true", help=t("help.cancel.wait"))
     add_ledger_argument(parser)
     add_common(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mbridge_launch.gate.submit import confirm_cancel
     from mbridge_launch.base.i18n import t
+    from mbridge_launch.gate.submit import confirm_cancel
     from mbridge_launch.runs.operations import cancel_and_wait, executor_cancel, open_ledger, refresh
 
-    with open_ledger(args) as ledger:
+    with open_ledger(args.ledger) as ledger:
         record = refresh(ledger, [ledger.get_run(args.run)])[0]
         if not record.active:
             print(t("gate.not_active", name=record.name, id=record.id, state=record.state))
@@ -41,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
         else:
             executor_cancel(record)
             ledger.add_event(record.id, "cancel", {"job_ids": record.job_ids})
-    print(t("gate.cancelled", name=record.name, id=record.id, jobs=", ".join(record.job_ids) or "-"))
+    print(t("gate.cancelled", name=record.name, id=record.id, jobs=", ".join(record.job_ids) or "-", count=len(record.job_ids)))
     return 0

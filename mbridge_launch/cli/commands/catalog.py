@@ -6,29 +6,31 @@ import argparse
 import sys
 from typing import Any
 
-HELP = "build (sync) and browse the Megatron Bridge recipe catalog"
+HELP = "help.catalog"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
+    from mbridge_launch.knowledge.vocabulary import RECIPE_TASKS, recipe_task_of
 
     sub = parser.add_subparsers(dest="catalog_command", metavar="ACTION", parser_class=type(parser))
-    sync = sub.add_parser("sync", help="read a Megatron Bridge wheel or source tree and write catalog/megatron-bridge-<version>.yaml")
-    sync.add_argument("--from", dest="source", required=True, metavar="PATH", help="wheel (.whl) or source tree")
-    sync.add_argument("--out", metavar="DIR", help="output folder (default: the package's catalog/ folder)")
+    sync = sub.add_parser("sync", help=t("help.catalog.sync"))
+    sync.add_argument("--from", dest="source", required=True, metavar="PATH", help=t("help.catalog.sync.from"))
+    sync.add_argument("--out", metavar="DIR", help=t("help.catalog.sync.out"))
     add_common(sync, formats=("text", "json"))
 
-    listing = sub.add_parser("list", help="list recipes")
-    listing.add_argument("--family", help="model family (llama, qwen, deepseek, ...)")
-    listing.add_argument("--mode", choices=("pretrain", "sft", "peft"), help="training mode")
-    listing.add_argument("--kind", choices=("library", "benchmark"), help="library (real training) or benchmark recipes")
-    listing.add_argument("--catalog-version", metavar="V", help="Megatron Bridge version (default: newest catalog)")
+    listing = sub.add_parser("list", help=t("help.catalog.list"))
+    listing.add_argument("--family", help=t("help.catalog.list.family"))
+    listing.add_argument("--mode", type=recipe_task_of, choices=RECIPE_TASKS, help=t("help.catalog.list.mode"))
+    listing.add_argument("--kind", choices=("library", "benchmark"), help=t("help.catalog.list.kind"))
+    listing.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
     add_common(listing)
 
-    show = sub.add_parser("show", help="show one recipe (canonical name or legacy alias)")
-    show.add_argument("name", metavar="NAME")
-    show.add_argument("--kind", choices=("library", "benchmark"), help="for the few names both kinds use")
-    show.add_argument("--catalog-version", metavar="V", help="Megatron Bridge version (default: newest catalog)")
+    show = sub.add_parser("show", help=t("help.catalog.show"))
+    show.add_argument("name", metavar="NAME", help=t("help.catalog.show.name"))
+    show.add_argument("--kind", choices=("library", "benchmark"), help=t("help.catalog.show.kind"))
+    show.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
     add_common(show)
 
 
@@ -46,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from mbridge_launch.catalog_sync import sync
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
     from mbridge_launch.base.resources import catalog_dir
+    from mbridge_launch.catalog_sync.sync import sync
 
     result = sync(args.source, args.out or catalog_dir())
     if args.format == "json":
@@ -65,9 +67,9 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from mbridge_launch.knowledge.catalog import load_catalog
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
+    from mbridge_launch.knowledge.catalog import load_catalog
 
     catalog = load_catalog(args.catalog_version)
     recipes = catalog.filter(family=args.family, mode=args.mode, kind=args.kind)
@@ -102,9 +104,9 @@ def _layout_text(recipe: Any) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from mbridge_launch.knowledge.catalog import load_catalog
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
+    from mbridge_launch.knowledge.catalog import load_catalog
 
     catalog = load_catalog(args.catalog_version)
     recipe = catalog.require(args.name, kind=args.kind)

@@ -6,18 +6,20 @@ import argparse
 import math
 import time
 
-from mbridge_launch.cli.main import add_common
 from mbridge_launch.base.i18n import t
+from mbridge_launch.base.terminal import display_width, pad
+from mbridge_launch.cli.main import add_common
 
-HELP = "list the checkpoints of a run or directory: completeness, trackers, loss"
+HELP = "help.checkpoints"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mbridge_launch.runs.operations import add_ledger_argument
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.cli.options import add_ledger_argument
 
-    parser.add_argument("target", metavar="RUN|DIR", help="run name or id in the ledger, or a checkpoint directory")
+    parser.add_argument("target", metavar="RUN|DIR", help=t("help.common.target"))
     parser.add_argument("--log", metavar="FILE", action="append", default=None,
-                        help="Megatron log to read losses from (repeatable; default: the run's logs)")
+                        help=t("help.checkpoints.log"))
     add_ledger_argument(parser)
     add_common(parser)
 
@@ -28,13 +30,6 @@ def _size(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
-
-
-def _width(text: str) -> int:
-    """Terminal columns: CJK characters take two."""
-    import unicodedata
-
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def _loss(value) -> str:
@@ -68,9 +63,9 @@ def print_report(report) -> None:
             trackers = ",".join(sorted("pt" if n.endswith(".pt") else "txt" for n in c.tracked_by)) or "-"
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.mtime)) if c.mtime else "-"
             rows.append([str(c.iteration), complete, _size(c.size_bytes), when, trackers, _loss(c.loss)])
-        widths = [max(_width(r[i]) for r in rows) for i in range(len(rows[0]))]
+        widths = [max(display_width(r[i]) for r in rows) for i in range(len(rows[0]))]
         for row in rows:
-            print("  " + "  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row, widths)).rstrip())
+            print("  " + "  ".join(pad(cell, w) for cell, w in zip(row, widths)).rstrip())
         for c in report.checkpoints:
             if c.notes:
                 print("  " + t("ckpt.notes", iteration=c.iteration, notes=", ".join(c.notes)))
@@ -95,11 +90,11 @@ def print_report(report) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.output import print_json
     from mbridge_launch.rollback.checkpoints import list_checkpoints
     from mbridge_launch.runs.operations import open_ledger, resolve_target, run_log_paths
-    from mbridge_launch.base.output import print_json
 
-    with open_ledger(args) as ledger:
+    with open_ledger(args.ledger) as ledger:
         target = resolve_target(args.target, ledger)
         logs = args.log
         if logs is None and target.run is not None:

@@ -4,43 +4,43 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "estimate memory per GPU, step time, tokens/s/GPU and MFU of one parallel layout"
+HELP = "help.estimate"
 
 _MODEL_RULES = ("RULE_TP_KV_HEADS", "RULE_TP_HEADS", "RULE_TP_FFN", "RULE_EP_EXPERTS", "RULE_EP_DENSE", "RULE_PP_LAYERS")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
 
-    parser.add_argument("--model", help="recipe token (llama3_8b), name (Llama 3 8B) or HF id")
-    parser.add_argument("--gpu-type", default="h100", help="h100, h200, b200, b300, gb200, gb300 (default h100)")
-    parser.add_argument("--gpus", type=int, required=True, help="total number of GPUs")
-    parser.add_argument("--tp", type=int, default=1)
-    parser.add_argument("--pp", type=int, default=1)
-    parser.add_argument("--vp", type=int, help="virtual pipeline stages per pipeline stage")
-    parser.add_argument("--cp", type=int, default=1)
-    parser.add_argument("--ep", type=int, default=1)
-    parser.add_argument("--etp", type=int)
-    parser.add_argument("--mbs", type=int, default=1, help="micro batch size (default 1)")
-    parser.add_argument("--gbs", type=int, help="global batch size (default MBS x DP)")
-    parser.add_argument("--seq-length", type=int, default=4096, help="sequence length (default 4096)")
-    parser.add_argument("--precision", default="bf16", help="bf16, fp8cs, fp8mx, fp8sc, fp8ds, nvfp4 (default bf16)")
-    parser.add_argument("--goal", default="pretrain", help="pretrain, sft, lora, dora (peft = lora)")
-    parser.add_argument("--fsdp", action="store_true", help="Megatron-FSDP instead of the distributed optimizer")
+    parser.add_argument("--model", help=t("help.common.model"))
+    parser.add_argument("--gpu-type", default="h100", help=t("help.common.gpu_type"))
+    parser.add_argument("--gpus", type=int, required=True, help=t("help.common.gpus"))
+    parser.add_argument("--tp", type=int, default=1, help=t("help.estimate.tp"))
+    parser.add_argument("--pp", type=int, default=1, help=t("help.estimate.pp"))
+    parser.add_argument("--vp", type=int, help=t("help.estimate.vp"))
+    parser.add_argument("--cp", type=int, default=1, help=t("help.estimate.cp"))
+    parser.add_argument("--ep", type=int, default=1, help=t("help.estimate.ep"))
+    parser.add_argument("--etp", type=int, help=t("help.estimate.etp"))
+    parser.add_argument("--mbs", type=int, default=1, help=t("help.estimate.mbs"))
+    parser.add_argument("--gbs", type=int, help=t("help.estimate.gbs"))
+    parser.add_argument("--seq-length", type=int, default=4096, help=t("help.estimate.seq_length"))
+    parser.add_argument("--precision", default="bf16", help=t("help.common.precision"))
+    parser.add_argument("--goal", default="pretrain", help=t("help.common.goal"))
+    parser.add_argument("--fsdp", action="store_true", help=t("help.estimate.fsdp"))
     parser.add_argument("--bf16-grads", action="store_true",
-                        help="gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false, as benchmark recipes run)")
-    parser.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+                        help=t("help.common.bf16_grads"))
+    parser.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help=t("help.estimate.recompute"))
     parser.add_argument("--recompute-layers", type=int, metavar="N",
-                        help="with --recompute full: only the first N layers of each pipeline chunk "
-                             "(recompute_method=block); default every layer")
-    parser.add_argument("--cp-comm-type", choices=("p2p", "a2a", "a2a+p2p", "allgather"))
-    parser.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off (on by default when TP > 1)")
+                        help=t("help.estimate.recompute_layers"))
+    parser.add_argument("--cp-comm-type", choices=("p2p", "a2a", "a2a+p2p", "allgather"), help=t("help.estimate.cp_comm_type"))
+    parser.add_argument("--no-sp", action="store_true", help=t("help.estimate.no_sp"))
     parser.add_argument("--uneven-pp", action="store_true",
-                        help="declare uneven first/last pipeline stages (layers need not divide PP x VP)")
-    parser.add_argument("--mtp-layers", type=int, help="MTP depth to count (default: the model's)")
-    parser.add_argument("--moe-token-drop", action="store_true", help="MoE with a capacity factor (no dropless sync)")
-    parser.add_argument("--tokens", help="token budget (e.g. 1e12 or 15T): report wall-clock hours and GPU-hours")
-    parser.add_argument("--hf-config", help="a local Hugging Face config.json (or checkpoint directory)")
+                        help=t("help.estimate.uneven_pp"))
+    parser.add_argument("--mtp-layers", type=int, help=t("help.estimate.mtp_layers"))
+    parser.add_argument("--moe-token-drop", action="store_true", help=t("help.estimate.moe_token_drop"))
+    parser.add_argument("--tokens", help=t("help.common.tokens"))
+    parser.add_argument("--hf-config", help=t("help.common.hf_config"))
     add_common(parser)
 
 
@@ -50,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.errors import UserError
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
-    from mbridge_launch.planner import inputs
     from mbridge_launch.cli.render import plan_report as report
+    from mbridge_launch.planner import inputs
     from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES, HEADROOM
     from mbridge_launch.planner.rules import Layout, check_layout
     from mbridge_launch.planner.search import estimate_layout

@@ -7,28 +7,29 @@ import argparse
 import sys
 import time
 
-from mbridge_launch.cli.main import add_common
 from mbridge_launch.base.i18n import t
+from mbridge_launch.cli.main import add_common
 
-HELP = "print a run's log (-f: follow it while the run is active)"
+HELP = "help.logs"
 REFRESH_S = 5.0  # at most this long between two Slurm queries while following
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mbridge_launch.runs.operations import add_ledger_argument
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.cli.options import add_ledger_argument
 
-    parser.add_argument("run", metavar="RUN", help="run name or id in the ledger")
-    parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines while the run is active")
+    parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
+    parser.add_argument("-f", "--follow", action="store_true", help=t("help.logs.follow"))
     parser.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
     add_ledger_argument(parser)
     add_common(parser, formats=())
 
 
 def run(args: argparse.Namespace) -> int:
-    from mbridge_launch.runs.operations import open_ledger, refresh, run_log_paths
     from mbridge_launch.rollback.lossmon import LogFollower
+    from mbridge_launch.runs.operations import open_ledger, refresh, run_log_paths
 
-    with open_ledger(args) as ledger:
+    with open_ledger(args.ledger) as ledger:
         record = ledger.get_run(args.run)
         followers: dict[str, LogFollower] = {}
         last_check = 0.0

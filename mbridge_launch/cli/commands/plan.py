@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "rank parallel layouts (TP/PP/VP/CP/EP/ETP/MBS/recompute/FSDP) by predicted throughput"
+HELP = "help.plan"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
 
-    parser.add_argument("--model", help="recipe token (llama3_8b), name (Llama 3 8B) or HF id")
-    parser.add_argument("--gpus", type=int, required=True, help="total number of GPUs")
-    parser.add_argument("--gpu-type", default="h100", help="h100, h200, b200, b300, gb200, gb300 (default h100)")
-    parser.add_argument("--goal", default="pretrain", help="pretrain, sft, lora, dora (peft = lora)")
-    parser.add_argument("--seq-length", type=int, help="sequence length (default: the model's recipe, else 4096)")
-    parser.add_argument("--gbs", type=int, help="global batch size (default: the model's recipe, else >= 512)")
-    parser.add_argument("--precision", default="bf16", help="bf16, fp8cs, fp8mx, fp8sc, fp8ds, nvfp4 (default bf16)")
-    parser.add_argument("--top", type=int, default=5, help="how many layouts to show (default 5)")
-    parser.add_argument("--tokens", help="token budget (e.g. 1e12 or 15T): report wall-clock hours and GPU-hours")
-    parser.add_argument("--recompute", choices=("none", "selective", "full"), help="only this recompute level")
-    parser.add_argument("--fsdp", action="store_true", help="only Megatron-FSDP layouts")
+    parser.add_argument("--model", help=t("help.common.model"))
+    parser.add_argument("--gpus", type=int, required=True, help=t("help.common.gpus"))
+    parser.add_argument("--gpu-type", default="h100", help=t("help.common.gpu_type"))
+    parser.add_argument("--goal", default="pretrain", help=t("help.common.goal"))
+    parser.add_argument("--seq-length", type=int, help=t("help.plan.seq_length"))
+    parser.add_argument("--gbs", type=int, help=t("help.plan.gbs"))
+    parser.add_argument("--precision", default="bf16", help=t("help.common.precision"))
+    parser.add_argument("--top", type=int, default=5, help=t("help.plan.top"))
+    parser.add_argument("--tokens", help=t("help.common.tokens"))
+    parser.add_argument("--recompute", choices=("none", "selective", "full"), help=t("help.plan.recompute"))
+    parser.add_argument("--fsdp", action="store_true", help=t("help.plan.fsdp"))
     parser.add_argument("--bf16-grads", action="store_true",
-                        help="gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false, as benchmark recipes run)")
-    parser.add_argument("--hf-config", help="a local Hugging Face config.json (or checkpoint directory)")
-    parser.add_argument("-o", "--output", help="write the best layout into a Plan YAML file")
-    parser.add_argument("--name", help="run name for the Plan written with -o")
+                        help=t("help.common.bf16_grads"))
+    parser.add_argument("--hf-config", help=t("help.common.hf_config"))
+    parser.add_argument("-o", "--output", help=t("help.plan.output"))
+    parser.add_argument("--name", help=t("help.plan.name"))
     add_common(parser)
 
 
@@ -35,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.errors import NoLayoutError
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
-    from mbridge_launch.planner import inputs
     from mbridge_launch.cli.render import plan_report as report
+    from mbridge_launch.planner import inputs
     from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES
     from mbridge_launch.planner.search import Options, search
 

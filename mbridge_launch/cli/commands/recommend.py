@@ -4,39 +4,40 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "recommend a Megatron Bridge recipe, dataset, layout and command (writes a Plan with -o)"
+HELP = "help.recommend"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
 
-    parser.add_argument("--model", help="recipe token (llama3_8b), name (Llama 3 8B) or HF id (meta-llama/Meta-Llama-3-8B)")
-    parser.add_argument("--gpus", type=int, help="number of GPUs (default: the recipe's canonical count)")
-    parser.add_argument("--gpu-type", default="h100", help="h100, h200, b200, b300, gb200, gb300 (default h100)")
-    parser.add_argument("--goal", default="pretrain", help="pretrain, sft, lora, dora (peft = lora)")
-    parser.add_argument("--seq-length", type=int, help="sequence length in tokens")
-    parser.add_argument("--benchmark", action="store_true", help="a benchmark (perf) recipe: mock-data throughput only")
-    parser.add_argument("--precision", help="bf16, fp8cs, fp8mx, fp8sc, fp8ds, nvfp4")
-    parser.add_argument("--dataset", help="dataset selector (mock, megatron-indexed, squad, tulu3, ...)")
-    parser.add_argument("--hf-config", help="a local Hugging Face config.json (or a checkpoint directory) for the architecture")
-    parser.add_argument("--catalog-version", metavar="V", help="Megatron Bridge catalog version (default: the newest)")
-    parser.add_argument("--smoke-test", action="store_true", help="a first try of Megatron Bridge: Llama 3 8B pretrain on mock data")
-    parser.add_argument("-o", "--output", help="write the answer as a Plan YAML file")
-    group = parser.add_argument_group("plan settings (with -o)")
-    group.add_argument("--name", help="run name (job name, checkpoint folder)")
-    group.add_argument("--account")
-    group.add_argument("--partition")
-    group.add_argument("--time", default="04:00:00", help="Slurm time limit (default 04:00:00)")
-    group.add_argument("--container-image")
-    group.add_argument("--mount", action="append", default=[], metavar="SRC[:DST]")
-    group.add_argument("--env", action="append", default=[], metavar="NAME", help="forward an environment variable by name")
-    group.add_argument("--save-dir", help="checkpoint root on shared storage (the run saves under SAVE_DIR/NAME)")
+    parser.add_argument("--model", help=t("help.recommend.model"))
+    parser.add_argument("--gpus", type=int, help=t("help.recommend.gpus"))
+    parser.add_argument("--gpu-type", default="h100", help=t("help.common.gpu_type"))
+    parser.add_argument("--goal", default="pretrain", help=t("help.common.goal"))
+    parser.add_argument("--seq-length", type=int, help=t("help.recommend.seq_length"))
+    parser.add_argument("--benchmark", action="store_true", help=t("help.recommend.benchmark"))
+    parser.add_argument("--precision", help=t("help.recommend.precision"))
+    parser.add_argument("--dataset", help=t("help.recommend.dataset"))
+    parser.add_argument("--hf-config", help=t("help.recommend.hf_config"))
+    parser.add_argument("--catalog-version", metavar="V", help=t("help.recommend.catalog_version"))
+    parser.add_argument("--smoke-test", action="store_true", help=t("help.recommend.smoke_test"))
+    parser.add_argument("-o", "--output", help=t("help.recommend.output"))
+    group = parser.add_argument_group(t("help.recommend.plan_settings"))
+    group.add_argument("--name", help=t("help.recommend.name"))
+    group.add_argument("--account", help=t("help.recommend.account"))
+    group.add_argument("--partition", help=t("help.recommend.partition"))
+    group.add_argument("--time", default="04:00:00", help=t("help.recommend.time"))
+    group.add_argument("--container-image", help=t("help.recommend.container_image"))
+    group.add_argument("--mount", action="append", default=[], metavar="SRC[:DST]", help=t("help.recommend.mount"))
+    group.add_argument("--env", action="append", default=[], metavar="NAME", help=t("help.recommend.env"))
+    group.add_argument("--save-dir", help=t("help.recommend.save_dir"))
     group.add_argument("--data-path", action="append", default=[], metavar="[WEIGHT:]PREFIX",
-                       help="megatron-indexed prefix, repeat for a blend")
-    group.add_argument("--segment-support", action="store_true", help="the cluster supports sbatch --segment (Slurm 24.11+ topology/block)")
-    group.add_argument("--entry", nargs="+", help="trainer program and script (default: python scripts/training/run_recipe.py)")
-    group.add_argument("--workdir", help="Megatron Bridge checkout the job starts in")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="ConfigContainer overrides, as for run_recipe.py")
+                       help=t("help.recommend.data_path"))
+    group.add_argument("--segment-support", action="store_true", help=t("help.recommend.segment_support"))
+    group.add_argument("--entry", nargs="+", help=t("help.recommend.entry"))
+    group.add_argument("--workdir", help=t("help.recommend.workdir"))
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=t("help.common.overrides"))
     add_common(parser)
 
 
@@ -44,13 +45,14 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.errors import UserError
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
-    from mbridge_launch.plan.overrides import parse_overrides
-    from mbridge_launch.plan.model import save_plan
-    from mbridge_launch.recommend.build import SMOKE_TEST_MODEL, recommend
     from mbridge_launch.cli.render.recommend import as_card, as_json
-    from mbridge_launch.recommend.request import Request, normalize_goal, normalize_precision, validate_counts
-    from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
+    from mbridge_launch.knowledge.vocabulary import normalize_goal
+    from mbridge_launch.plan.model import save_plan
+    from mbridge_launch.plan.overrides import parse_overrides
     from mbridge_launch.plan.trainer_args import human_command
+    from mbridge_launch.recommend.build import SMOKE_TEST_MODEL, recommend
+    from mbridge_launch.recommend.request import Request, normalize_precision, validate_counts
+    from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
 
     if args.smoke_test:
         model, goal, dataset = args.model or SMOKE_TEST_MODEL, "pretrain", args.dataset or "mock"

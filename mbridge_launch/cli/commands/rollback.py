@@ -19,31 +19,32 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mbridge_launch.cli.main import add_common
 from mbridge_launch.base.i18n import t
+from mbridge_launch.cli.main import add_common
 
-HELP = "roll a run or checkpoint directory back to an earlier iteration (or --undo the last rollback)"
+HELP = "help.rollback"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mbridge_launch.runs.operations import add_ledger_argument
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.cli.options import add_ledger_argument
 
-    parser.add_argument("target", metavar="RUN|DIR", help="run name or id in the ledger, or a checkpoint directory")
-    parser.add_argument("--to", metavar="ITER", help="iteration to roll back to (a complete checkpoint)")
-    parser.add_argument("--dry-run", action="store_true", help="show what would happen; change nothing")
-    parser.add_argument("--yes", action="store_true", help="confirm without asking (for scripts)")
+    parser.add_argument("target", metavar="RUN|DIR", help=t("help.common.target"))
+    parser.add_argument("--to", metavar="ITER", help=t("help.rollback.to"))
+    parser.add_argument("--dry-run", action="store_true", help=t("help.rollback.dry_run"))
+    parser.add_argument("--yes", action="store_true", help=t("help.rollback.yes"))
     parser.add_argument("--undo", nargs="?", const="", metavar="STAMP",
-                        help="undo the newest rollback (or the one named STAMP, which must be the newest)")
-    parser.add_argument("--recover", action="store_true", help="only finish an interrupted rollback or undo")
-    parser.add_argument("--cancel", action="store_true", help="cancel the run first if it is still active")
+                        help=t("help.rollback.undo"))
+    parser.add_argument("--recover", action="store_true", help=t("help.rollback.recover"))
+    parser.add_argument("--cancel", action="store_true", help=t("help.rollback.cancel"))
     parser.add_argument("--resubmit", action="store_true",
-                        help="then submit the run again through the gate, loading from the rolled-back iteration")
-    parser.add_argument("--seed", metavar="N", help="with --resubmit: a new rng.seed (a convergence change)")
+                        help=t("help.rollback.resubmit"))
+    parser.add_argument("--seed", metavar="N", help=t("help.rollback.seed"))
     parser.add_argument("--skip-iters", metavar="ITERS",
-                        help="with --resubmit: iterations whose batches are skipped, e.g. 25,30-32 (a convergence change)")
+                        help=t("help.rollback.skip_iters"))
     parser.add_argument("--force", action="store_true",
-                        help="with --resubmit: resubmit although preflight found errors (needs --reason)")
-    parser.add_argument("--reason", help="with --force: why; recorded in the ledger")
+                        help=t("help.rollback.force"))
+    parser.add_argument("--reason", help=t("help.rollback.reason"))
     add_ledger_argument(parser)
     add_common(parser)
 
@@ -121,8 +122,8 @@ def _resubmission(ledger, target, to_iter: int, skips: list[int], seed: int | No
     """The plan to submit after the rollback, and a refusal now (before anything is changed) when
     the run has no plan or the same plan is already running under another run."""
     from mbridge_launch.base.errors import CheckFailed, UserError
+    from mbridge_launch.plan.resubmission import resubmission_plan
     from mbridge_launch.runs.operations import refresh
-    from mbridge_launch.watch.watcher import resubmission_plan
 
     if target.run is None:
         raise UserError("rollback.resubmit_needs_run", path=str(target.save_dir))
@@ -184,8 +185,8 @@ def _ensure_stopped(ledger, target, args, confirm_method_holder: list) -> None:
 def _warn_if_pinned(target) -> None:
     """Bridge resolves `load` at an iter dir and checkpoint.ckpt_step before the trackers: a plan
     with either would not resume from the rollback."""
-    from mbridge_launch.rollback.checkpoints import parse_iter_dirname
     from mbridge_launch.base.errors import UserError
+    from mbridge_launch.rollback.checkpoints import parse_iter_dirname
 
     if target.run is None:
         return
@@ -202,12 +203,12 @@ def _warn_if_pinned(target) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.output import print_json
     from mbridge_launch.rollback import engine as rb
     from mbridge_launch.runs.operations import confirm, open_ledger, resolve_target
-    from mbridge_launch.base.output import print_json
 
     skips, seed = _check_resubmit_args(args)
-    with open_ledger(args) as ledger:
+    with open_ledger(args.ledger) as ledger:
         target = resolve_target(args.target, ledger)
         run_id = target.run.id if target.run else None
         from mbridge_launch.base.quoting import sh
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
 
         if args.recover:
             handled = rb.recover(target.save_dir, ledger)
-            print(t("rollback.recovered", stamps=", ".join(handled)) if handled
+            print(t("rollback.recovered", stamps=", ".join(handled), count=len(handled)) if handled
                   else t("rollback.nothing_to_recover", path=target.save_dir))
             return 0
 
@@ -233,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
             # undo exactly what was shown and confirmed (refused if a recovery made another one newest)
             result = rb.undo(target.save_dir, stamp=preview.stamp, ledger=ledger)
             if result.recovered:
-                print(t("rollback.recovered", stamps=", ".join(result.recovered)))
+                print(t("rollback.recovered", stamps=", ".join(result.recovered), count=len(result.recovered)))
             print(t("rollback.undone", stamp=result.stamp, path=result.save_dir))
             return 0
 
@@ -277,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
                     "resubmitted": {**child.summary(), "confirmation": gated.confirmation, "script": gated.script_path}})
     else:
         print(t("rollback.resubmitted", run=child.name, id=child.id, parent=child.parent_run_id,
-                jobs=", ".join(child.job_ids) or "-", iteration=to_iter))
+                jobs=", ".join(child.job_ids) or "-", count=len(child.job_ids), iteration=to_iter))
     return 0
 
 
@@ -295,7 +296,7 @@ def _report(result, to_iter: int, ref: str, fmt: str, *, text_only: bool) -> Non
     --resubmit the JSON comes after the resubmission, so this is text on stderr)."""
     text_to = sys.stderr if fmt == "json" else sys.stdout
     if result.recovered:
-        print(t("rollback.recovered", stamps=", ".join(result.recovered)), file=text_to)
+        print(t("rollback.recovered", stamps=", ".join(result.recovered), count=len(result.recovered)), file=text_to)
     if result.nothing_to_do:
         print(t("rollback.nothing_to_do", path=result.save_dir, iteration=to_iter), file=text_to)
     elif fmt == "json" and not text_only:

@@ -4,29 +4,30 @@ from __future__ import annotations
 
 import argparse
 
-from mbridge_launch.cli.main import add_common
 from mbridge_launch.base.i18n import t
+from mbridge_launch.cli.main import add_common
 
-HELP = "list the runs recorded in the ledger"
+HELP = "help.runs"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mbridge_launch.runs.operations import add_ledger_argument
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.cli.options import add_ledger_argument
 
-    parser.add_argument("--active", action="store_true", help="only runs that may still be running")
-    parser.add_argument("--name", help="only runs with this name")
-    parser.add_argument("--limit", type=int, default=50, help="at most this many (newest first; 0: all)")
-    parser.add_argument("--no-refresh", action="store_true", help="do not ask Slurm for the state of active runs")
+    parser.add_argument("--active", action="store_true", help=t("help.runs.active"))
+    parser.add_argument("--name", help=t("help.runs.name"))
+    parser.add_argument("--limit", type=int, default=50, help=t("help.runs.limit"))
+    parser.add_argument("--no-refresh", action="store_true", help=t("help.runs.no_refresh"))
     add_ledger_argument(parser)
     add_common(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.output import print_json
     from mbridge_launch.runs import ledger as L
     from mbridge_launch.runs.operations import fmt_time, open_ledger, refresh
-    from mbridge_launch.base.output import print_json
 
-    with open_ledger(args, reconcile=not args.no_refresh) as ledger:
+    with open_ledger(args.ledger, reconcile=not args.no_refresh) as ledger:
         runs = ledger.list_runs(limit=args.limit or None, name=args.name,
                                 states=L.ACTIVE_STATES if args.active else None)
         if not args.no_refresh and any(r.active for r in runs):

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import argparse
 
-from mbridge_launch.cli.main import add_common
 from mbridge_launch.base.i18n import t
+from mbridge_launch.cli.main import add_common
 
-HELP = "show a run's state, reconciled with Slurm (squeue/sacct)"
+HELP = "help.status"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mbridge_launch.runs.operations import add_ledger_argument
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.cli.options import add_ledger_argument
 
-    parser.add_argument("run", metavar="RUN", help="run name or id in the ledger")
+    parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
     add_ledger_argument(parser)
     add_common(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mbridge_launch.runs.operations import fmt_time, open_ledger, refresh
     from mbridge_launch.base.output import print_json
+    from mbridge_launch.runs.operations import fmt_time, open_ledger, refresh
 
-    with open_ledger(args) as ledger:
+    with open_ledger(args.ledger) as ledger:
         record = ledger.get_run(args.run)
         if record.active:
             record = refresh(ledger, [record], warn=True)[0]

@@ -10,27 +10,30 @@ import argparse
 
 from mbridge_launch.base.i18n import t
 
-HELP = "submit a plan through the gate (preflight, plan card, confirmation); --dry-run prints the exact script"
-EXECUTORS = ("sbatch", "nemo-run", "submitit")
+HELP = "help.submit"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.runs.operations import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument
+    from mbridge_launch.executors import ExecutorNames
 
-    parser.add_argument("plan", help="plan file (YAML) written by `recommend -o` or `plan -o`")
-    parser.add_argument("--executor", choices=EXECUTORS, default="sbatch", help="how to submit (default: sbatch)")
-    parser.add_argument("--dry-run", action="store_true", help="print the exact script or experiment; submit nothing")
-    parser.add_argument("--workdir", help="directory for the rendered script / NeMo-Run home (default: current directory)")
-    parser.add_argument("--yes", action="store_true", help="confirm without a prompt (for scripts and CI)")
-    parser.add_argument("--force", action="store_true", help="submit although preflight found errors (needs --reason)")
-    parser.add_argument("--reason", help="why --force is justified; recorded in the ledger")
-    parser.add_argument("--resubmit", action="store_true", help="submit a plan that is already submitted and not finished")
+    executors = ExecutorNames()  # the registry's names; the metavar keeps building the parser free of metadata reads
+    parser.add_argument("plan", help=t("help.submit.plan"))
+    parser.add_argument("--executor", choices=executors, metavar=executors.metavar(), default="sbatch",
+                        help=t("help.submit.executor"))
+    parser.add_argument("--dry-run", action="store_true", help=t("help.submit.dry_run"))
+    parser.add_argument("--workdir", help=t("help.submit.workdir"))
+    parser.add_argument("--yes", action="store_true", help=t("help.submit.yes"))
+    parser.add_argument("--force", action="store_true", help=t("help.submit.force"))
+    parser.add_argument("--reason", help=t("help.submit.reason"))
+    parser.add_argument("--resubmit", action="store_true", help=t("help.submit.resubmit"))
     parser.add_argument("--no-watcher", action="store_true",
-                        help="with plan.auto_rollback enabled: do not start the watcher job (watch from a login node instead)")
-    parser.add_argument("--no-cluster-checks", action="store_true", help="skip the Slurm queries of preflight")
+                        help=t("help.submit.no_watcher"))
+    parser.add_argument("--no-cluster-checks", action="store_true", help=t("help.submit.no_cluster_checks"))
     parser.add_argument("--confirm-threshold", type=float, metavar="GPU_HOURS",
-                        help="above this many GPU-hours the run name must be typed (default 100, or $MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS)")
+                        help=t("help.submit.confirm_threshold"))
     add_ledger_argument(parser)
     add_common(parser)
 
@@ -51,11 +54,13 @@ def _print_dry_run(plan, result, fmt: str) -> int:  # noqa: ANN001
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mbridge_launch.gate.submit import GateOptions, submit_gated
-    from mbridge_launch.executors.launch import submit_plan
     from mbridge_launch.base.output import print_json
+    from mbridge_launch.executors import load_executor
+    from mbridge_launch.executors.launch import submit_plan
+    from mbridge_launch.gate.submit import GateOptions, submit_gated
     from mbridge_launch.plan.model import load_plan
 
+    load_executor(args.executor)  # a missing extra (nemo-run, submitit) is one line now, not after preflight
     plan = load_plan(args.plan)
     if args.dry_run:
         return _print_dry_run(plan, submit_plan(plan, args.executor, args.workdir, dry_run=True), args.format)
@@ -69,6 +74,6 @@ def run(args: argparse.Namespace) -> int:
                     "plan_hash": plan.plan_hash(), "script": result.script_path, "confirmation": result.confirmation,
                     "watcher_job_id": result.watcher_job_id})
         return 0
-    print(t("gate.submitted", name=plan.name, id=result.run_id, jobs=", ".join(result.job_ids),
+    print(t("gate.submitted", name=plan.name, id=result.run_id, jobs=", ".join(result.job_ids), count=len(result.job_ids),
             executor=args.executor, script=result.script_path))
     return 0

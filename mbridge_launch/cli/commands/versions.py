@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "show the versions of mbridge-launch, its catalogs, libraries and the Slurm it finds"
+HELP = "help.versions"
 LIBRARIES = ("nemo_run", "submitit", "pydantic", "PyYAML", "Jinja2", "leptonai")
 
 
@@ -26,15 +26,16 @@ def _library_version(name: str) -> str | None:
 
 def _slurm_version() -> str | None:
     import shutil
-    import subprocess
+
+    from mbridge_launch.executors.slurm_cli import SlurmUnavailable, call
 
     if not shutil.which("sinfo"):
         return None
     try:
-        out = subprocess.run(["sinfo", "-V"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
+        out = call(["sinfo", "-V"], timeout=10)
+    except SlurmUnavailable:
         return None
-    if out.returncode == 0 and out.stdout.strip():
+    if out.ok and out.stdout.strip():
         return out.stdout.strip().split()[-1]
     return "?"  # the client is installed but finds no slurm.conf or controller
 
@@ -43,10 +44,10 @@ def collect() -> dict:
     import platform
 
     from mbridge_launch import __version__
-    from mbridge_launch.knowledge.catalog import available_versions
     from mbridge_launch.executors import executor_names
+    from mbridge_launch.knowledge.catalog import available_versions
     from mbridge_launch.knowledge.hardware import known_hardware
-    from mbridge_launch.recommend.request import GOALS, PRECISIONS
+    from mbridge_launch.knowledge.vocabulary import GOALS, PRECISIONS
 
     return {
         "mbridge_launch": __version__,

@@ -19,36 +19,37 @@ import functools
 import signal
 import sys
 
-from mbridge_launch.cli.main import add_common
 from mbridge_launch.base.i18n import t
+from mbridge_launch.cli.main import add_common
 
 LOCK_WAIT_S = 120.0  # a watcher job may start while the one that resubmitted its run is still exiting
-HELP = "follow a run's log; on NaN/Inf or a loss spike cancel, roll back and resubmit (plan.auto_rollback)"
+HELP = "help.watch"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mbridge_launch.runs.operations import add_ledger_argument
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.cli.options import add_ledger_argument
 
-    parser.add_argument("run", metavar="RUN", help="run name or id in the ledger")
+    parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
     parser.add_argument("--act", action="store_true",
-                        help="roll back even if the plan's auto_rollback.enabled is false")
-    parser.add_argument("--no-resubmit", action="store_true", help="roll back but do not resubmit")
+                        help=t("help.watch.act"))
+    parser.add_argument("--no-resubmit", action="store_true", help=t("help.watch.no_resubmit"))
     parser.add_argument("--max-rollbacks", type=int, default=None,
-                        help="override plan.auto_rollback.max_rollbacks")
-    parser.add_argument("--poll", type=float, default=2.0, help="seconds between log reads")
+                        help=t("help.watch.max_rollbacks"))
+    parser.add_argument("--poll", type=float, default=2.0, help=t("help.watch.poll"))
     parser.add_argument("--in-job", action="store_true",
-                        help="run as the watcher job started by submit for plans with auto_rollback (one run, then hand over)")
+                        help=t("help.watch.in_job"))
     add_ledger_argument(parser)
     add_common(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.output import print_json
     from mbridge_launch.gate.submit import auto_resubmit
     from mbridge_launch.runs.operations import open_ledger
-    from mbridge_launch.base.output import print_json
     from mbridge_launch.watch.watcher import Terminated, Watcher
 
-    with open_ledger(args) as ledger:
+    with open_ledger(args.ledger) as ledger:
         record = ledger.get_run(args.run)
         act = args.act or record.plan().auto_rollback.enabled
         if not act:
@@ -88,8 +89,8 @@ def _hand_over(ledger, record) -> int:
     watcher job, to start once this one has ended (so the two never hold the watch lock together)."""
     import os
 
-    from mbridge_launch.runs.operations import refresh
     from mbridge_launch.gate.watcher_job import submit_watcher_job
+    from mbridge_launch.runs.operations import refresh
 
     run = refresh(ledger, [ledger.get_run(record.id)])[0]
     own_job = os.environ.get("SLURM_JOB_ID")

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.base.i18n import t
+from mbridge_launch.base.terminal import display_width, pad
+from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
 from mbridge_launch.planner.rules import recompute_label
 from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, Candidate, Rejection, ranking_terms
@@ -119,13 +120,6 @@ def _rejection_message(r: Rejection, lang: str | None = None) -> str:
     return r.code
 
 
-def _width(text: str) -> int:
-    """Terminal columns of `text` (East Asian wide characters take two)."""
-    import unicodedata
-
-    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
-
-
 def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") -> list[str]:
     """One row per component (bar scaled to HBM) and a stacked bar of the whole GPU, where '|'
     marks the usable limit (HBM minus headroom)."""
@@ -133,11 +127,11 @@ def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") 
     parts = memory.as_dict()
     lines = []
     labels = {name: t(f"planner.memory.{name}") for name in _COMPONENTS}
-    label_width = max(_width(label) for label in labels.values())
+    label_width = max(display_width(label) for label in labels.values())
     for name in _COMPONENTS:
         value = parts[name]
         bar = "█" * int(round(value * scale))
-        label = labels[name] + " " * (label_width - _width(labels[name]))  # CJK glyphs are two columns
+        label = pad(labels[name], label_width)  # CJK glyphs are two columns
         lines.append(f"{indent}  {label}  {bar:<{BAR_WIDTH}} {value:7.1f}")
     stacked = "".join(_GLYPHS[name] * int(round(parts[name] * scale)) for name in _COMPONENTS)
     limit = int(round(HEADROOM * hbm_gb * scale))

@@ -51,8 +51,9 @@ def as_card(rec: Any, plan: Any, command: str) -> str:
     lines.append(f"{t('card.recipe')}: {rec.recipe.name}" + (f"  ({t('card.alias')}: {alias})" if alias else ""))
     lines.append(f"    {t('card.kind.' + rec.recipe.kind)}")
     lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {rec.dataset}")
-    lines.append(f"{t('card.hardware')}: " + t("card.nodes", nodes=rec.nodes, per_node=rec.gpus_per_node,
-                                              gpu_type=rec.hardware.name.upper(), gpus=rec.nodes * rec.gpus_per_node))
+    lines.append(f"{t('card.hardware')}: " + t("card.nodes", nodes=t("count.nodes", count=rec.nodes),
+                                              per_node=t("count.node_gpus", count=rec.gpus_per_node, gpu_type=rec.hardware.name.upper()),
+                                              gpus=t("count.gpus", count=rec.nodes * rec.gpus_per_node)))
     vp = layout.vp if layout.vp else "-"
     etp = layout.etp if layout.etp else "-"
     lines.append(f"{t('card.layout')}: TP={layout.tp} PP={layout.pp} VP={vp} CP={layout.cp} EP={layout.ep} "

@@ -91,7 +91,7 @@ if ! srun --export=ALL --nodes=1 --ntasks=1 --ntasks-per-node=1 bash -c "$mbridg
   echo 'mbridge-launch: node check failed: the allocated nodes do not match the plan (see the lines above); the trainer was not started' >&2
   exit 1
 fi
-echo 'mbridge-launch: node check passed (1 node(s)); starting the trainer'
+echo 'mbridge-launch: node check passed (1 node); starting the trainer'
 
 
 # Command 1

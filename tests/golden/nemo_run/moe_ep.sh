@@ -91,7 +91,7 @@ if ! srun --export=ALL --nodes=2 --ntasks=2 --ntasks-per-node=1 bash -c "$mbridg
   echo 'mbridge-launch: node check failed: the allocated nodes do not match the plan (see the lines above); the trainer was not started' >&2
   exit 1
 fi
-echo 'mbridge-launch: node check passed (2 node(s)); starting the trainer'
+echo 'mbridge-launch: node check passed (2 nodes); starting the trainer'
 
 
 # Command 1

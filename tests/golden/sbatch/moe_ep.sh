@@ -81,7 +81,7 @@ if ! srun --export=ALL --nodes=2 --ntasks=2 --ntasks-per-node=1 bash -c "$mbridg
   echo 'mbridge-launch: node check failed: the allocated nodes do not match the plan (see the lines above); the trainer was not started' >&2
   exit 1
 fi
-echo 'mbridge-launch: node check passed (2 node(s)); starting the trainer'
+echo 'mbridge-launch: node check passed (2 nodes); starting the trainer'
 
 # Step 2: training, srun-native: one task per GPU; Megatron Bridge derives RANK, WORLD_SIZE,
 # LOCAL_RANK, MASTER_ADDR and MASTER_PORT from SLURM_PROCID/NTASKS/LOCALID/NODELIST/JOB_ID.

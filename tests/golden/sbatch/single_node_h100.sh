@@ -83,7 +83,7 @@ if ! srun --export=ALL --nodes=1 --ntasks=1 --ntasks-per-node=1 bash -c "$mbridg
   echo 'mbridge-launch: node check failed: the allocated nodes do not match the plan (see the lines above); the trainer was not started' >&2
   exit 1
 fi
-echo 'mbridge-launch: node check passed (1 node(s)); starting the trainer'
+echo 'mbridge-launch: node check passed (1 node); starting the trainer'
 
 # Step 2: training on one node, torchrun shape: one task starts one process per GPU
 srun --export=ALL --nodes=1 --ntasks=1 --ntasks-per-node=1 --kill-on-bad-exit=1 --output=/lustre/logs/llama3-8b-sft/llama3-8b-sft-%j-restart"${SLURM_RESTART_COUNT:-0}".log python -m torch.distributed.run --standalone --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_sft_8gpu_h100_bf16_config --mode sft --dataset squad checkpoint.save=/lustre/ckpt/llama3-8b-sft checkpoint.load=/lustre/ckpt/llama3-8b-sft checkpoint.save_interval=200 checkpoint.pretrained_checkpoint=/lustre/models/llama3-8b train.train_iters=1000

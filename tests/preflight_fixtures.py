@@ -1,15 +1,13 @@
-"""Plans and data fixtures for the preflight tests, built by hand with the Plan model (no
-recommender). `valid_plan` is a small pretraining plan that passes every check on the local
-cluster; each test breaks one thing in a copy of it."""
+"""Plans and data fixtures for the preflight tests (unit, cli and e2e), built by hand with the Plan
+model (no recommender). `valid_plan` is a small pretraining plan that passes every check on the
+local cluster; each test breaks one thing in a copy of it."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
+from cli_helpers import run_cli
 from mbridge_launch.plan.model import (
     CatalogRef,
     CheckpointPaths,
@@ -25,7 +23,7 @@ from mbridge_launch.plan.model import (
 from mbridge_launch.preflight.megatron_index import write_index
 from plan_fixtures import edit, override  # noqa: F401  (re-exported to the preflight tests)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # A small real model of the catalog (Qwen3 0.6B: 16 heads, 8 KV heads, 28 layers): its two
 # checkpoints (~17 GB) fit the test machines' disks.
 MODEL = "qwen3_600m"
@@ -49,7 +47,7 @@ def valid_plan(base: Path, *, nodes: int = 1, partition: str | None = "h100", en
     gpus = 8 * nodes
     return Plan(
         name="pf-valid",
-        catalog=CatalogRef(source="catalog/megatron-bridge-0.6.2.yaml", version="0.6.2"),
+        catalog=CatalogRef(source="catalog/megatron-bridge-0.6.2.json", version="0.6.2"),
         recipe=RecipeRef(name=RECIPE, kind="library", family="qwen", model=MODEL),
         mode="pretrain",
         dataset=DatasetSpec(selector="megatron-indexed", data_paths=prefixes, weights=[0.6, 0.4]),
@@ -68,18 +66,12 @@ def write(plan: Plan, directory: Path, name: str = "plan.yaml") -> Path:
     return save_plan(plan, directory / name)
 
 
-def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`mbridge-launch ARGS` in a fresh process (exit code, stdout, stderr as a user sees them)."""
-    full_env = dict(os.environ if env is None else env)
-    full_env.setdefault("MBRIDGE_LAUNCH_LANG", "en")
-    return subprocess.run([sys.executable, "-m", "mbridge_launch", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=timeout)
-
-
-def preflight_json(plan_path: Path, *extra: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, dict]:
-    result = cli("preflight", str(plan_path), "--format", "json", *extra, env=env, cwd=cwd)
-    assert result.stdout.strip(), f"no JSON on stdout; stderr: {result.stderr}"
-    return result.returncode, json.loads(result.stdout)
+def preflight_json(plan_path: Path, *extra: str, env: dict[str, str | None] | None = None,
+                   cwd: Path | None = None) -> tuple[int, dict]:
+    """`preflight PLAN --format json EXTRA` through the CLI: (exit code, report). `env` goes on
+    top of the test's environment (a None value removes a variable)."""
+    result = run_cli("preflight", str(plan_path), "--format", "json", *extra, env=env, cwd=cwd)
+    return result.returncode, result.json()
 
 
 def codes(report: dict, severity: str | None = None) -> list[str]:

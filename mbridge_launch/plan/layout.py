@@ -1,0 +1,56 @@
+"""The Plan's layout in the planner's terms, one mapping each way between a Plan's `parallelism`
+section (`plan.model.Parallelism`: the Plan file's form, its YAML field names unchanged) and the
+planner's `planner.rules.Layout`.
+
+The layout fields both hold are SHARED_FIELDS, under the same names and with the same defaults
+(tests/unit/test_vocabulary.py checks it). Beyond them the Parallelism records `dp`, which the
+Layout derives from the world size; the Layout also carries what the planner reads from the rest
+of the Plan: the world and GPUs per node (cluster section) and the feature switches the overrides
+set (CP communication type, CPU offload, uneven pipeline stages).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from mbridge_launch.plan.model import Parallelism, Plan
+from mbridge_launch.plan.overrides import is_true, whole_number
+from mbridge_launch.planner.rules import Layout
+
+SHARED_FIELDS = ("tp", "pp", "vp", "cp", "ep", "etp", "sp", "mbs", "gbs", "seq_length", "recompute", "fsdp",
+                 "distributed_optimizer")
+
+
+def plan_override(plan: Plan, key: str) -> Optional[str]:
+    """The value of the Plan's last override of `key` (`+key=` counts as `key`), or None."""
+    found = None
+    for item in plan.overrides:
+        if item.key.lstrip("+") == key:
+            found = item.value or ""
+    return found
+
+
+def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bool = False) -> Layout:
+    """The planner's Layout of a Plan. `recompute_layers`: N when full recompute covers only N
+    layers per pipeline chunk (read from the recipe by the caller); `packing`: the run packs
+    sequences (from its dataset settings)."""
+    p, c = plan.parallelism, plan.cluster
+    first = whole_number(plan_override(plan, "model.num_layers_in_first_pipeline_stage"))
+    last = whole_number(plan_override(plan, "model.num_layers_in_last_pipeline_stage"))
+    return Layout(
+        **{name: getattr(p, name) for name in SHARED_FIELDS},
+        world=c.total_gpus,
+        gpus_per_node=c.gpus_per_node,
+        cp_comm_type=plan_override(plan, "model.cp_comm_type"),
+        recompute_layers=recompute_layers if p.recompute == "full" else None,
+        packing=packing,
+        cpu_offload=is_true(plan_override(plan, "model.cpu_offloading")),
+        uneven_pp=first is not None or last is not None,  # null (or not a number: reported) is the even split
+        first_stage_layers=first,
+        last_stage_layers=last,
+    )
+
+
+def parallelism_of(layout: Layout) -> Parallelism:
+    """The Plan's parallelism section for a planner Layout."""
+    return Parallelism(**{name: getattr(layout, name) for name in SHARED_FIELDS}, dp=layout.dp)

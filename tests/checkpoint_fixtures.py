@@ -1,0 +1,56 @@
+"""Checkpoint directories and training logs as Megatron Bridge (and the stand-in trainer) write them,
+for the checkpoint, rollback, loss-monitor and watcher tests.
+
+`make_save_dir` builds a realistic torch_dist checkpoint directory the way the stand-in trainer
+(and Bridge) lays it out (docs/internals.md); `log_line` is one line of Megatron's training log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from mbridge_launch.rollback import checkpoints as C
+
+
+def train_state_bytes(iteration: int) -> bytes:
+    # The stand-in writes train_state.pt as JSON (no torch here); tools treat it as bytes.
+    return json.dumps({"iteration": iteration, "consumed_train_samples": iteration * 128,
+                       "floating_point_operations_so_far": 0, "do_train": True}).encode()
+
+
+def write_iter(save: Path, iteration: int, *, shards: int = 2, mtime: float | None = None) -> Path:
+    d = save / C.iter_dirname(iteration)
+    d.mkdir(parents=True)
+    (d / ".metadata").write_bytes(b"DCP-METADATA" + str(iteration).encode())
+    for rank in range(shards):
+        (d / f"__{rank}_0.distcp").write_bytes(os.urandom(64) + str(iteration).encode())
+    (d / "common.pt").write_bytes(b"common-" + str(iteration).encode())
+    (d / "metadata.json").write_text(json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1}))
+    (d / "run_config.yaml").write_text(f"train:\n  train_iters: 1000\n# iter {iteration}\n")
+    (d / "train_state.pt").write_bytes(train_state_bytes(iteration))
+    if mtime is not None:
+        for f in d.iterdir():
+            os.utime(f, (mtime, mtime))
+        os.utime(d, (mtime, mtime))
+    return d
+
+
+def make_save_dir(root: Path, iterations=(100, 200, 300), tracker: int | None = None) -> Path:
+    """iter dirs for each iteration, trackers at `tracker` (default: the last), written last."""
+    save = root / "ckpt"
+    save.mkdir(parents=True, exist_ok=True)
+    for k, it in enumerate(iterations):
+        write_iter(save, it, mtime=1_700_000_000 + k * 60)
+    tracker = iterations[-1] if tracker is None else tracker
+    (save / C.PT_TRACKER).write_bytes(train_state_bytes(tracker))
+    (save / C.TXT_TRACKER).write_text(str(tracker))
+    return save
+
+
+def log_line(iteration: int, loss: str, total: int = 1000, nan_iters: int = 0) -> str:
+    return (f" [2026-11-29 20:00:{iteration % 60:02d}] iteration {iteration:>8}/{total:>8} | consumed samples: "
+            f"{iteration * 128:>12} | elapsed time per iteration (ms): 812.3 | learning rate: 3.000000E-04 | "
+            f"global batch size:   128 | lm loss: {loss} | loss scale: 1.0 | grad norm: 1.234 | "
+            f"number of skipped iterations:   0 | number of nan iterations: {nan_iters:>3} |\n")

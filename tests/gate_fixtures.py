@@ -1,0 +1,84 @@
+"""Helpers for the submission-gate and watcher-job tests (tests/e2e/test_gate.py,
+tests/e2e/test_watch_job.py): the `recommend -o` plan they start from (the module-scoped
+`base_plan` fixture of tests/e2e/conftest.py), per-test copies of it, run names no other test or
+session uses, and the faked scheduler and preflight of the unit-level gate tests."""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import sys
+from pathlib import Path
+
+import yaml
+
+from cli_helpers import ROOT, run_cli
+from mbridge_launch.plan.model import plan_from_dict, save_plan
+
+STANDIN = ROOT / "tests" / "standin_trainer.py"
+
+
+def unique(name: str) -> str:
+    """A run name no other test or session uses (reconciliation matches jobs by name)."""
+    return f"{name}-{secrets.token_hex(3)}"
+
+
+def recommend_base_plan(directory: Path) -> dict:
+    """`mbridge-launch recommend -o` (Llama 3.2 1B on 2 GPUs, which passes preflight on the local
+    cluster, with the stand-in trainer as entry), written under `directory`; its data."""
+    out = directory / "plan.yaml"
+    proc = run_cli("recommend", "--model", "llama32_1b", "--gpus", "2", "--goal", "pretrain", "--dataset", "mock",
+                   "--name", "gate", "--partition", "h100", "--time", "00:10:00", "--save-dir", str(out.parent / "ckpt"),
+                   "--entry", sys.executable, str(STANDIN), "-o", str(out), "train.train_iters=6",
+                   "checkpoint.save_interval=3")
+    assert proc.returncode == 0, proc.stderr
+    return yaml.safe_load(out.read_text())
+
+
+def write_plan(base: dict, shared: Path, name: str, *, iters: int = 6, save_interval: int = 3, env: dict | None = None,
+               auto_rollback: dict | None = None, dp: int | None = None) -> Path:
+    """A copy of `base` named `name` with its checkpoints, work and log directories under `shared`."""
+    data = copy.deepcopy(base)
+    data["name"] = name
+    data["checkpoint"].update(save=str(shared / "ckpt"), load=str(shared / "ckpt"))
+    data["launch"].update(workdir=str(shared), log_dir=str(shared / "logs"))
+    kept = [o for o in data["overrides"] if o["key"] not in ("train.train_iters", "checkpoint.save_interval")]
+    data["overrides"] = kept + [
+        {"key": "train.train_iters", "value": str(iters), "class": "convergence", "reason": "test length"},
+        {"key": "checkpoint.save_interval", "value": str(save_interval), "class": "execution", "reason": "test"}]
+    data["env_vars"].update(env or {})
+    if auto_rollback is not None:
+        data["auto_rollback"] = auto_rollback
+    if dp is not None:
+        data["parallelism"]["dp"] = dp
+    return save_plan(plan_from_dict(data), shared / f"{name}.yaml")
+
+
+def log_text(shared: Path) -> str:
+    """Every job log under `shared`/logs, in name order."""
+    return "\n".join(p.read_text(errors="replace") for p in sorted((shared / "logs").glob("*")) if p.is_file())
+
+
+class FakeScheduler:
+    """launch.submit_plan without Slurm: renders a stub script, 'submits' with increasing job ids."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def __call__(self, plan, executor, workdir=None, dry_run=False):
+        from mbridge_launch.executors.base import Rendered, Submitted
+
+        if dry_run:
+            return Rendered(executor=executor, text="#!/bin/sh\n", submit_command=["sbatch", "x.sbatch"],
+                            files={f"{plan.name}.sbatch": "#!/bin/sh\n"})
+        self.submitted.append(plan)
+        return Submitted(executor=executor, job_ids=[str(500 + len(self.submitted))])
+
+
+def preflight_with(*codes):
+    """A run_preflight stand-in whose report has one error per code."""
+    from mbridge_launch.preflight.model import Check, Report
+
+    def fake(plan, **kw):
+        return Report([Check(code, "error", text=f"{code} (fake)") for code in codes])
+    return fake
