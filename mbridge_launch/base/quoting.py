@@ -8,28 +8,18 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Iterable, Union
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+@dataclass(frozen=True, slots=True)
 class ShellExpr:
     """Shell text that is meant to be expanded by the shell. Only code constants may build one."""
 
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return f"ShellExpr({self.text!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ShellExpr) and other.text == self.text
-
-    def __hash__(self) -> int:
-        return hash(("ShellExpr", self.text))
+    text: str
 
 
 ShellValue = Union[str, int, float, ShellExpr]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # mbridge_launch/
 
@@ -20,6 +21,17 @@ def data_dir(name: str) -> Path:
 
 def catalog_dir() -> Path:
     return data_dir("catalog")
+
+
+@lru_cache(maxsize=None)
+def catalog_yaml(name: str) -> dict[str, Any]:
+    """The data of one YAML file of catalog/ (`hardware.yaml`...), read once per process; {} for
+    an empty file. Callers share the result: they must not change it."""
+    import yaml  # imported on first use: commands that read no catalog file do not pay for it
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(catalog_dir() / name, encoding="utf-8") as handle:
+        return yaml.load(handle, Loader=loader) or {}
 
 
 def sbatch_templates_dir() -> Path:

@@ -22,7 +22,6 @@ from mbridge_launch.catalog_sync.source import SourceTree
 from mbridge_launch.catalog_sync.statements import BranchExit, InterpRaise, ReturnSignal, StatementMixin
 from mbridge_launch.catalog_sync.values import (
     DATACLASS,
-    BoundMethod,
     Builtin,
     ClassMethod,
     ClassValue,
@@ -32,7 +31,6 @@ from mbridge_launch.catalog_sync.values import (
     HFBridge,
     LazyImport,
     ModuleState,
-    ModuleValue,
     Obj,
     Partial,
     PropertyValue,
@@ -99,7 +97,7 @@ class Interpreter(ExpressionMixin, StatementMixin):
 
     def import_module_value(self, dotted: str) -> Any:
         state = self.load_module(dotted) if self.is_wheel_module(dotted) else None
-        return ModuleValue(state) if state is not None else External(dotted)
+        return state if state is not None else External(dotted)
 
     def resolve_relative(self, module: str, level: int, current: ModuleState) -> str:
         if level == 0:
@@ -153,7 +151,7 @@ class Interpreter(ExpressionMixin, StatementMixin):
         node = getattr(func, "node", None)
         if func is None or "." not in func.qualname or not getattr(node, "args", None) or not node.args.args:
             return Unknown("super()")
-        owner: Any = ModuleValue(func.module)
+        owner: Any = func.module
         for part in func.qualname.split(".")[:-1]:
             owner = self.get_attr(owner, part)
         first = frame.locals.get(node.args.args[0].arg)
@@ -178,10 +176,10 @@ class Interpreter(ExpressionMixin, StatementMixin):
     def get_attr(self, value: Any, name: str) -> Any:
         if isinstance(value, Obj):
             return objects.get_obj_attr(self, value, name)
-        if isinstance(value, ModuleValue):
-            if name in value.state.namespace:
-                return self.resolve(value.state.namespace[name])
-            sub = f"{value.state.name}.{name}"
+        if isinstance(value, ModuleState):
+            if name in value.namespace:
+                return self.resolve(value.namespace[name])
+            sub = f"{value.name}.{name}"
             if self.is_wheel_module(sub):
                 return self.import_module_value(sub)
             return Unknown(f"{sub}")
@@ -205,15 +203,13 @@ class Interpreter(ExpressionMixin, StatementMixin):
                 old = objects.get_obj_attr(self, target, name) if objects.has_obj_attr(self, target, name) else Unknown()
                 value = merge(old, value)
             target.attrs[name] = value
-        elif isinstance(target, ModuleValue):
-            target.state.namespace[name] = value
+        elif isinstance(target, ModuleState):
+            target.namespace[name] = value
 
     # --- calls ---------------------------------------------------------------------------------------
     def call(self, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if isinstance(func, FuncValue):
             return self.call_function(func, args, kwargs)
-        if isinstance(func, BoundMethod):
-            return self.call(func.func, [func.self_value, *args], kwargs)
         if isinstance(func, ClassValue):
             return objects.instantiate(self, func, args, kwargs)
         if isinstance(func, Builtin):

@@ -11,7 +11,6 @@ from typing import Any
 
 from mbridge_launch.catalog_sync.mcore_defaults import EXECUTION_FIELDS, external_defaults
 from mbridge_launch.catalog_sync.values import (
-    BoundMethod,
     Builtin,
     ClassMethod,
     ClassValue,
@@ -24,6 +23,7 @@ from mbridge_launch.catalog_sync.values import (
     StaticMethod,
     SuperProxy,
     Unknown,
+    bound_method,
 )
 
 _PLAIN_METHODS = {
@@ -161,13 +161,13 @@ def get_obj_attr(interp: Any, obj: Obj, name: str) -> Any:
     if found:
         value = interp.resolve(value)
         if isinstance(value, FuncValue):
-            return BoundMethod(value, obj)
+            return bound_method(value, obj)
         if isinstance(value, PropertyValue):
-            return interp.call(value.fget, [obj], {})
+            return interp.call(value.func, [obj], {})
         if isinstance(value, StaticMethod):
             return value.func
         if isinstance(value, ClassMethod):
-            return BoundMethod(value.func, obj.cls)
+            return bound_method(value.func, obj.cls)
         if isinstance(value, FieldSpec):
             return value.default if value.has_default else Unknown(f"field {name}")
         return value
@@ -227,14 +227,14 @@ def super_attr(interp: Any, proxy: SuperProxy, name: str) -> Any:
     obj_cls = proxy.obj.cls if isinstance(proxy.obj, Obj) else proxy.obj
     if name == "__init__":
         init = init_of(obj_cls, after=proxy.cls)
-        return BoundMethod(init, proxy.obj) if not isinstance(init, External) else Builtin(
+        return bound_method(init, proxy.obj) if not isinstance(init, External) else Builtin(
             "external __init__", lambda i, a, k: init_external_onto([proxy.obj, *a], k))
     mro = obj_cls.mro() if isinstance(obj_cls, ClassValue) else []
     start = next((i + 1 for i, c in enumerate(mro) if c is proxy.cls), len(mro))
     for klass in mro[start:]:
         if isinstance(klass, ClassValue) and name in klass.namespace:
             value = interp.resolve(klass.namespace[name])
-            return BoundMethod(value, proxy.obj) if isinstance(value, FuncValue) else value
+            return bound_method(value, proxy.obj) if isinstance(value, FuncValue) else value
     return Unknown(f"super().{name}")
 
 
@@ -256,7 +256,7 @@ def get_class_attr(interp: Any, cls: ClassValue, name: str) -> Any:
     if isinstance(value, StaticMethod):
         return value.func
     if isinstance(value, ClassMethod):
-        return BoundMethod(value.func, cls)
+        return bound_method(value.func, cls)
     if isinstance(value, FieldSpec):
         return value.default if value.has_default else Unknown(f"field {name}")
     return value

@@ -5,7 +5,7 @@ Plain Python data (int, str, list, dict...) stands for itself. Everything else i
 - External: a name from outside the wheel (torch.bfloat16, a megatron.core class), by its path.
 - Obj: an instance of a wheel class (ConfigContainer, GPTModelProvider, LoRA...) or of a known
   external dataclass; its attributes are a dict, filled with the dataclass defaults.
-- FuncValue / ClassValue / ModuleValue / BoundMethod / Partial / Builtin: callables and modules.
+- FuncValue / ClassValue / ModuleState / Partial (bound methods too) / Builtin: callables and modules.
 """
 
 from __future__ import annotations
@@ -29,22 +29,14 @@ def unknown(reason: str = "") -> Unknown:
     return Unknown(reason)
 
 
+@dataclass(frozen=True, slots=True)
 class External:
     """A module, class, function or constant outside the wheel, known only by its dotted path."""
 
-    __slots__ = ("qualname",)
+    qualname: str
 
-    def __init__(self, qualname: str) -> None:
-        self.qualname = qualname
-
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # sets of values are iterated in repr order: keep this form
         return f"External({self.qualname})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, External) and other.qualname == self.qualname
-
-    def __hash__(self) -> int:
-        return hash(self.qualname)
 
     @property
     def name(self) -> str:
@@ -53,15 +45,12 @@ class External:
 
 @dataclass(eq=False)
 class ModuleState:
+    """A wheel module as far as it has run; also the value of a name bound to the module."""
+
     name: str
     is_package: bool
     namespace: dict[str, Any] = field(default_factory=dict)
     done: bool = False
-
-
-@dataclass(eq=False)
-class ModuleValue:
-    state: ModuleState
 
 
 @dataclass(eq=False)
@@ -163,16 +152,17 @@ class Obj:
 
 
 @dataclass(eq=False)
-class BoundMethod:
-    func: Any
-    self_value: Any
-
-
-@dataclass(eq=False)
 class Partial:
+    """`functools.partial(func, *args, **kwargs)`; a bound method is one too (`bound_method`)."""
+
     func: Any
     args: list[Any]
     kwargs: dict[str, Any]
+
+
+def bound_method(func: Any, self_value: Any) -> Partial:
+    """`obj.method` (or a classmethod read from `cls`): `func` with `self_value` as first argument."""
+    return Partial(func, [self_value], {})
 
 
 @dataclass(eq=False)
@@ -182,18 +172,22 @@ class Builtin:
 
 
 @dataclass(eq=False)
-class PropertyValue:
-    fget: Any
+class Decorated:
+    """A function under one of the builtin method decorators; the subclass says which."""
 
-
-@dataclass(eq=False)
-class StaticMethod:
     func: Any
 
 
-@dataclass(eq=False)
-class ClassMethod:
-    func: Any
+class PropertyValue(Decorated):
+    """`@property`: reading the attribute calls `func(obj)`."""
+
+
+class StaticMethod(Decorated):
+    """`@staticmethod`: `func` itself, unbound."""
+
+
+class ClassMethod(Decorated):
+    """`@classmethod`: `func` bound to the class."""
 
 
 @dataclass(eq=False)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.resources import catalog_yaml
 from mbridge_launch.knowledge.vocabulary import PEAK_CLASS, PRECISIONS, gpu_type_key, gpu_type_or_none
 
 
@@ -53,30 +53,19 @@ class Hardware:
         return self.nvlink_gbps if group_span <= self.nvlink_domain else self.network_gbps
 
 
-@lru_cache(maxsize=1)
-def _entries() -> dict[str, dict[str, Any]]:
-    import yaml
-
-    from mbridge_launch.base.resources import catalog_dir
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(catalog_dir() / "hardware.yaml", encoding="utf-8") as handle:
-        return yaml.load(handle, Loader=loader) or {}
-
-
 def known_hardware() -> list[str]:
-    return list(_entries())
+    return list(catalog_yaml("hardware.yaml"))
 
 
 @lru_cache(maxsize=None)
 def _build(name: str) -> Hardware:
-    entry = dict(_entries()[name])
+    entry = dict(catalog_yaml("hardware.yaml")[name])
     entry["precisions"] = tuple(entry.get("precisions") or PRECISIONS)
     return Hardware(name=name, **entry)
 
 
 def get_hardware(name: str) -> Hardware:
-    entries = _entries()
+    entries = catalog_yaml("hardware.yaml")
     key = gpu_type_or_none(name) or gpu_type_key(name)
     if key in entries:
         return _build(key)

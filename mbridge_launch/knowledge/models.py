@@ -15,6 +15,7 @@ from functools import cached_property, lru_cache
 from typing import Any, Iterable
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.resources import catalog_yaml
 
 # Fields the memory and FLOPs models cannot do without.
 PLANNING_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size")
@@ -50,13 +51,14 @@ class ModelArch:
     qk_head_dim: int | None = None
     qk_pos_emb_head_dim: int | None = None
     v_head_dim: int | None = None
+    # Multi-token prediction (DeepSeek-V3, GLM): extra decoder layers that predict later tokens
+    mtp_num_layers: int = 0
     # Hybrid Mamba (Nemotron-H): M = Mamba, * = attention, - = MLP, E = MoE
     hybrid_layer_pattern: str | None = None
     mamba_state_dim: int | None = None
     mamba_head_dim: int | None = None
     mamba_num_groups: int | None = None
     mamba_num_heads: int | None = None
-    mtp_num_layers: int = 0
     hf_model_id: str | None = None
     aliases: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
@@ -263,25 +265,14 @@ def _arch_from_entry(token: str, entry: dict[str, Any]) -> ModelArch:
     return ModelArch(name=token, **values)
 
 
-@lru_cache(maxsize=1)
-def _catalog() -> dict[str, dict[str, Any]]:
-    import yaml
-
-    from mbridge_launch.base.resources import catalog_dir
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(catalog_dir() / "models.yaml", encoding="utf-8") as handle:
-        return yaml.load(handle, Loader=loader) or {}
-
-
 def known_models() -> list[str]:
     """Recipe model tokens whose architecture is in catalog/models.yaml."""
-    return sorted(_catalog())
+    return sorted(catalog_yaml("models.yaml"))
 
 
 @lru_cache(maxsize=None)
 def load_arch(token: str) -> ModelArch | None:
-    entry = _catalog().get(token)
+    entry = catalog_yaml("models.yaml").get(token)
     return None if entry is None else _arch_from_entry(token, entry)
 
 
@@ -341,7 +332,7 @@ def resolve_model(text: str) -> str:
     query = (text or "").strip()
     if not query:
         raise UserError("models.unknown", model=text, closest="-")
-    cat = _catalog()
+    cat = catalog_yaml("models.yaml")
     if query in cat:
         return query
     aliases = {tok: tuple(e.get("aliases") or ()) for tok, e in cat.items()}

@@ -2,11 +2,11 @@
 section (`plan.model.Parallelism`: the Plan file's form, its YAML field names unchanged) and the
 planner's `planner.rules.Layout`.
 
-The layout fields both hold are SHARED_FIELDS, under the same names and with the same defaults
-(tests/unit/test_vocabulary.py checks it). Beyond them the Parallelism records `dp`, which the
-Layout derives from the world size; the Layout also carries what the planner reads from the rest
-of the Plan: the world and GPUs per node (cluster section) and the feature switches the overrides
-set (CP communication type, CPU offload, uneven pipeline stages).
+The layout fields both hold are SHARED_FIELDS, those of `planner.rules.LayoutFields`, which both
+classes inherit (tests/unit/test_vocabulary.py checks it). Beyond them the Parallelism records
+`dp`, which the Layout derives from the world size; the Layout also carries what the planner reads
+from the rest of the Plan: the world and GPUs per node (cluster section) and the feature switches
+the overrides set (CP communication type, CPU offload, uneven pipeline stages).
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ from typing import Optional
 
 from mbridge_launch.plan.model import Parallelism, Plan
 from mbridge_launch.plan.overrides import is_true, whole_number
-from mbridge_launch.planner.rules import Layout
-
-SHARED_FIELDS = ("tp", "pp", "vp", "cp", "ep", "etp", "sp", "mbs", "gbs", "seq_length", "recompute", "fsdp",
-                 "distributed_optimizer")
+from mbridge_launch.planner.rules import SHARED_FIELDS, Layout
 
 
 def plan_override(plan: Plan, key: str) -> Optional[str]:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mbridge_launch import __version__
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.knowledge.vocabulary import goal_or_none
+from mbridge_launch.planner.rules import LayoutFields
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -52,21 +53,14 @@ class DatasetSpec(_Strict):
     fields: dict[str, str] = Field(default_factory=dict, description="other dataset.* settings, e.g. dataset_root")
 
 
-class Parallelism(_Strict):
-    tp: int = 1
-    pp: int = 1
-    vp: Optional[int] = None
-    cp: int = 1
-    ep: int = 1
-    etp: Optional[int] = None
-    sp: bool = False
-    dp: int = 1
-    mbs: int = 1
-    gbs: int = 1
-    seq_length: int = 4096
+# mypy counts a pydantic model as a non-frozen dataclass, which it does not let inherit from a frozen
+# one; pydantic itself reads the fields of a dataclass base as its own (validated, assignable).
+class Parallelism(_Strict, LayoutFields):  # type: ignore[misc]
+    """The planner's LayoutFields (planner.rules), the recompute level checked against its names,
+    and the data-parallel size."""
+
     recompute: Recompute = "none"
-    fsdp: bool = False
-    distributed_optimizer: bool = True
+    dp: int = 1
 
     @property
     def model_parallel(self) -> int:

@@ -36,6 +36,14 @@ MIXED_PRECISION = {
 FULL_RECOMPUTE_SETTINGS = {"model.recompute_method": "uniform", "model.recompute_num_layers": 1}
 FSDP_SHARDING_STRATEGY = "optim_grads_params"
 
+# Settings whose recipe value the catalog keeps among the recipe's features under the setting's
+# last name (ddp.overlap_grad_reduce: features["overlap_grad_reduce"]).
+_FEATURE_SETTINGS = (
+    "rng.te_rng_tracker", "ddp.use_megatron_fsdp", "dist.use_megatron_fsdp", "ddp.overlap_grad_reduce",
+    "ddp.overlap_param_gather", "ddp.data_parallel_sharding_strategy", "ddp.use_distributed_optimizer",
+    "optimizer.use_distributed_optimizer", "comm_overlap.tp_comm_overlap",
+)
+
 # ConfigContainer path -> where the catalog keeps the recipe's value: ("attr", name) for a Recipe
 # attribute, ("dataset", key) for the recipe's dataset record, ("feature", key) for its features.
 _RECIPE_FIELDS: dict[str, tuple[str, str]] = {
@@ -43,15 +51,7 @@ _RECIPE_FIELDS: dict[str, tuple[str, str]] = {
     "dataset.enable_offline_packing": ("dataset", "offline_packing"),
     "dataset.enable_in_batch_packing": ("dataset", "in_batch_packing"),
     "mixed_precision": ("feature", "precision_recipe"),
-    "rng.te_rng_tracker": ("feature", "te_rng_tracker"),
-    "ddp.use_megatron_fsdp": ("feature", "use_megatron_fsdp"),
-    "dist.use_megatron_fsdp": ("feature", "use_megatron_fsdp"),
-    "ddp.overlap_grad_reduce": ("feature", "overlap_grad_reduce"),
-    "ddp.overlap_param_gather": ("feature", "overlap_param_gather"),
-    "ddp.data_parallel_sharding_strategy": ("feature", "data_parallel_sharding_strategy"),
-    "ddp.use_distributed_optimizer": ("feature", "use_distributed_optimizer"),
-    "optimizer.use_distributed_optimizer": ("feature", "use_distributed_optimizer"),
-    "comm_overlap.tp_comm_overlap": ("feature", "tp_comm_overlap"),
+    **{path: ("feature", path.rsplit(".", 1)[-1]) for path in _FEATURE_SETTINGS},
 }
 
 

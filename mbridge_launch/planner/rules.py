@@ -10,7 +10,7 @@ code, the field it concerns, the valid choices and a message in the user's langu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from math import gcd
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -23,8 +23,9 @@ RECOMPUTE = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)
-class Layout:
-    """One parallel layout. `world` is the total GPU count (None: unknown, grids unchecked)."""
+class LayoutFields:
+    """The layout settings a Plan records as well: its `parallelism` section (plan.model.Parallelism)
+    is these fields, under the same names and with the same defaults, plus the data-parallel size."""
 
     tp: int = 1
     pp: int = 1
@@ -36,9 +37,20 @@ class Layout:
     mbs: int = 1
     gbs: int = 1
     seq_length: int = 4096
-    world: Optional[int] = None
-    fsdp: bool = False
     recompute: str = "none"
+    fsdp: bool = False
+    distributed_optimizer: bool = True
+
+
+SHARED_FIELDS = tuple(f.name for f in fields(LayoutFields))
+
+
+@dataclass(frozen=True)
+class Layout(LayoutFields):
+    """One parallel layout: the LayoutFields and what the planner reads from the rest of a Plan.
+    `world` is the total GPU count (None: unknown, grids unchecked)."""
+
+    world: Optional[int] = None
     # full recompute of only this many layers per pipeline chunk (Megatron's recompute_method=block,
     # recompute_num_layers=N); None: every layer (method=uniform, one layer per group)
     recompute_layers: Optional[int] = None
@@ -47,27 +59,12 @@ class Layout:
     cpu_offload: bool = False
     uneven_pp: bool = False
     gpus_per_node: Optional[int] = None
-    distributed_optimizer: bool = True
     first_stage_layers: Optional[int] = None  # uneven PP: decoder layers on the first stage
     last_stage_layers: Optional[int] = None  # uneven PP: decoder layers on the last stage
 
     @property
-    def dp(self) -> int:
-        """Data-parallel size (world / (TP x PP x CP)); 1 when the world size is unknown."""
-        if not self.world:
-            return 1
-        return max(self.world // (self.tp * self.pp * self.cp), 1)
-
-    @property
     def etp_size(self) -> int:
         return self.etp or 1
-
-    @property
-    def edp(self) -> int:
-        """Expert data-parallel size (world / (PP x EP x ETP))."""
-        if not self.world:
-            return 1
-        return max(self.world // (self.pp * self.ep * self.etp_size), 1)
 
     @property
     def vp_size(self) -> int:
@@ -80,6 +77,21 @@ class Layout:
     @property
     def microbatches(self) -> int:
         return self.grad_accum
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size (world / (TP x PP x CP))."""
+        return _replicas(self.world, self.tp * self.pp * self.cp)
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size (world / (PP x EP x ETP))."""
+        return _replicas(self.world, self.pp * self.ep * self.etp_size)
+
+
+def _replicas(world: Optional[int], group: int) -> int:
+    """How many groups of `group` GPUs the world holds (at least one); 1 when the world size is unknown."""
+    return max(world // group, 1) if world else 1
 
 
 def evolve(layout: Layout, **changes: Any) -> Layout:

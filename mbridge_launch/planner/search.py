@@ -16,7 +16,8 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from operator import attrgetter
+from typing import Any, Generic, Iterable, TypeVar
 
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.knowledge.models import ModelArch
@@ -27,6 +28,17 @@ from mbridge_launch.planner.throughput import StepEstimate, estimate_step, step_
 MBS_CHOICES = (1, 2, 4, 8)
 VP_MAX = 8
 RECOMPUTE_ORDER = ("none", "selective", "full")
+T = TypeVar("T")
+
+
+class _Figure(Generic[T]):
+    """A figure of a Candidate read from one of its parts, e.g. `_Figure[float]("step.mfu")`."""
+
+    def __init__(self, path: str) -> None:
+        self._read = attrgetter(path)
+
+    def __get__(self, candidate: Any, owner: Any = None) -> T:
+        return self._read(candidate)
 
 
 @dataclass(frozen=True)
@@ -42,13 +54,12 @@ class Candidate:
         return (L.tp, L.pp, L.cp, L.ep, L.etp_size, L.fsdp)
 
     # Flat view used by recommend, the Plan's estimates and the JSON output.
-    @property
-    def fits(self) -> bool:
-        return self.memory.fits
-
-    @property
-    def memory_total_gb(self) -> float:
-        return self.memory.total
+    fits = _Figure[bool]("memory.fits")
+    memory_total_gb = _Figure[float]("memory.total")
+    step_time_s = _Figure[float]("step.step_time_s")
+    tokens_per_sec_per_gpu = _Figure[float]("step.tokens_per_sec_per_gpu")
+    model_tflops_per_gpu = _Figure[float]("step.model_tflops_per_gpu")
+    mfu = _Figure[float]("step.mfu")
 
     @property
     def memory_limit_gb(self) -> float | None:
@@ -57,22 +68,6 @@ class Candidate:
     @property
     def memory_gb(self) -> dict[str, float]:
         return self.memory.as_dict()
-
-    @property
-    def step_time_s(self) -> float:
-        return self.step.step_time_s
-
-    @property
-    def tokens_per_sec_per_gpu(self) -> float:
-        return self.step.tokens_per_sec_per_gpu
-
-    @property
-    def model_tflops_per_gpu(self) -> float:
-        return self.step.model_tflops_per_gpu
-
-    @property
-    def mfu(self) -> float:
-        return self.step.mfu
 
 
 @dataclass
@@ -96,7 +91,7 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class Options:
-    """What the caller fixes; None = search it."""
+    """What the caller fixes of the layout (None: search it), and the step model's options."""
 
     recompute: str | None = None
     fsdp: bool | None = None
@@ -105,9 +100,10 @@ class Options:
     pp: int | None = None
     cp: int | None = None
     ep: int | None = None
+    # the step model's options (throughput.step_model)
+    grad_bytes: float = 4.0  # 2.0: gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false)
     mtp_layers: int | None = None
     moe_token_drop: bool = False
-    grad_bytes: float = 4.0  # 2.0: gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false)
 
 
 def _reject(result: SearchResult, code: str, example: str, violation: Violation | None = None) -> None:
@@ -379,29 +375,18 @@ def feasible_grids(arch: ModelArch, hw: Hardware, gpus: int, *, gbs: int, seq_le
     return grids
 
 
-def best_layout(
-    arch: ModelArch,
-    hardware: Hardware,
-    gpus: int,
-    *,
-    gbs: int,
-    seq_length: int,
-    precision: str = "bf16",
-    goal: str = "pretrain",
-    prefer: Layout | None = None,
-) -> Candidate | None:
+def best_layout(arch: ModelArch, hardware: Hardware, gpus: int, *, gbs: int, seq_length: int, precision: str = "bf16",
+                goal: str = "pretrain", prefer: Layout | None = None) -> Candidate | None:
     """The recipe's own layout (`prefer`) when it is valid here and fits, else the search's best;
     None when no layout works or the architecture lacks fields the estimates need."""
     if arch is None or arch.missing:
         return None
     if prefer is not None:
         kept = replace(prefer, world=gpus, gbs=gbs, seq_length=seq_length)
-        errors = [v for v in check_layout(kept, arch, hardware) if v.severity == "error"]
-        if not errors:
-            memory = estimate_memory(arch, kept, hardware.hbm_gb, precision=precision, goal=goal)
-            if memory.fits:
-                step = estimate_step(arch, hardware, kept, precision, goal)
-                return Candidate(kept, memory, step, ("recipe_layout",))
+        if not any(v.severity == "error" for v in check_layout(kept, arch, hardware)):
+            estimate = estimate_layout(kept, arch, hardware, precision=precision, goal=goal)
+            if estimate is not None and estimate.fits:
+                return replace(estimate, notes=("recipe_layout",))
     found = search(arch, hardware, gpus, gbs=gbs, seq_length=seq_length, precision=precision, goal=goal, top=1)
     return found.best
 

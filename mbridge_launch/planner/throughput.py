@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.knowledge.models import ModelArch
@@ -183,19 +184,10 @@ def step_model(arch: ModelArch, hw: Hardware, precision: str = "bf16", goal: str
     return _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal, grad_bytes)
 
 
-def estimate_step(
-    arch: ModelArch,
-    hw: Hardware,
-    layout: Layout,
-    precision: str = "bf16",
-    goal: str = "pretrain",
-    *,
-    mtp_layers: int | None = None,
-    moe_token_drop: bool = False,
-    cal: Calibration = CAL,
-    grad_bytes: float = 4.0,
-) -> StepEstimate:
-    return _model(arch, hw, precision, goal, mtp_layers, moe_token_drop, cal, grad_bytes).step(layout)
+def estimate_step(arch: ModelArch, hw: Hardware, layout: Layout, precision: str = "bf16", goal: str = "pretrain",
+                  **options: Any) -> StepEstimate:
+    """The step estimate of one layout; `options` are step_model's (mtp_layers, moe_token_drop, cal, grad_bytes)."""
+    return step_model(arch, hw, precision, goal, **options).step(layout)
 
 
 @lru_cache(maxsize=64)

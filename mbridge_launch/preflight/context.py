@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from mbridge_launch.plan.model import Plan
+
+if TYPE_CHECKING:
+    from mbridge_launch.preflight.model import Check
 
 _MISSING = object()
 
@@ -139,3 +142,8 @@ class PreflightContext:
             return candidate
         base = self.plan.launch.workdir
         return (Path(os.path.expanduser(base)) if base else Path.cwd()) / candidate
+
+
+def run_all(ctx: PreflightContext, groups: Iterable[Callable[[PreflightContext], list[Check]]]) -> list[Check]:
+    """The checks of each function in `groups` on `ctx`, in that order (one check group's run)."""
+    return [check for group in groups for check in group(ctx)]

@@ -11,7 +11,7 @@ import re
 from typing import Iterable
 
 from mbridge_launch.base.quoting import is_env_name
-from mbridge_launch.preflight.context import PreflightContext
+from mbridge_launch.preflight.context import PreflightContext, run_all
 from mbridge_launch.preflight.model import Check
 
 # Token shapes of common services (prefixes documented by each vendor).
@@ -56,12 +56,7 @@ def token_kind(text: str, name_hint: str = "") -> str | None:
 
 
 def run_env_checks(ctx: PreflightContext) -> list[Check]:
-    checks: list[Check] = []
-    checks += check_names(ctx)
-    checks += check_override_values(ctx)
-    checks += check_plan_fields(ctx)
-    checks += check_secret_values(ctx)
-    return checks
+    return run_all(ctx, (check_names, check_override_values, check_plan_fields, check_secret_values))
 
 
 def check_names(ctx: PreflightContext) -> list[Check]:

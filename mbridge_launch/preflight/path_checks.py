@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mbridge_launch.knowledge.vocabulary import FINETUNE_GOALS, PEFT_GOALS
 from mbridge_launch.plan.overrides import is_on, whole_number
-from mbridge_launch.preflight.context import PreflightContext
+from mbridge_launch.preflight.context import PreflightContext, run_all
 from mbridge_launch.preflight.model import Check
 from mbridge_launch.preflight.storage import detail_text, existing_ancestor, free_bytes, storage_kind, writable
 
@@ -33,14 +33,8 @@ _PACKING_KEY = re.compile(r"(enable_offline_packing|packed_sequence)", re.I)
 
 
 def run_path_checks(ctx: PreflightContext) -> list[Check]:
-    checks: list[Check] = []
-    checks += check_container_image(ctx)
-    checks += check_mounts(ctx)
-    checks += check_save_dir(ctx)
-    checks += check_load_paths(ctx)
-    checks += check_caches(ctx)
-    checks += check_launch_dirs(ctx)
-    return checks
+    return run_all(ctx, (check_container_image, check_mounts, check_save_dir, check_load_paths, check_caches,
+                         check_launch_dirs))
 
 
 # ---------------------------------------------------------------------- container

@@ -11,24 +11,14 @@ from typing import Any
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.knowledge.vocabulary import FINETUNE_GOALS, PRECISIONS, recipe_task
 from mbridge_launch.plan.overrides import whole_number
-from mbridge_launch.preflight.context import PreflightContext
+from mbridge_launch.preflight.context import PreflightContext, run_all
 from mbridge_launch.preflight.model import Check
 
 
 def run_plan_checks(ctx: PreflightContext) -> list[Check]:
-    checks: list[Check] = []
-    checks += check_recorded_warnings(ctx)
-    checks += check_time(ctx)
-    checks += check_grid_vs_cluster(ctx)
-    checks += check_rules(ctx)
-    checks += check_memory(ctx)
-    checks += check_catalog(ctx)
-    checks += check_recipe_and_data(ctx)
-    checks += check_change_control(ctx)
-    checks += check_integer_settings(ctx)
-    checks += check_container_profile(ctx)
-    checks += check_renders(ctx)
-    return checks
+    return run_all(ctx, (check_recorded_warnings, check_time, check_grid_vs_cluster, check_rules, check_memory,
+                         check_catalog, check_recipe_and_data, check_change_control, check_integer_settings,
+                         check_container_profile, check_renders))
 
 
 

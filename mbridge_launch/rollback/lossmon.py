@@ -47,15 +47,19 @@ class IterationLog:
 
 
 @dataclass(frozen=True)
-class SaveLog:
+class CheckpointLog:
+    """A checkpoint line: the iteration and the checkpoint folder; the subclass says which way."""
+
     iteration: int
     path: str
 
 
-@dataclass(frozen=True)
-class ResumeLog:
-    iteration: int
-    path: str
+class SaveLog(CheckpointLog):
+    """`successfully saved checkpoint from iteration N to PATH`."""
+
+
+class ResumeLog(CheckpointLog):
+    """`loading checkpoint from PATH ... at iteration N`: training resumes from N."""
 
 
 LogRecord = Union[IterationLog, SaveLog, ResumeLog]

@@ -242,18 +242,20 @@ class Ledger:
 
     def record_confirmation(self, run_id: int | None, action: str, method: str,
                             detail: dict[str, Any] | None = None) -> None:
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO confirmations(run_id, at, action, method, user, detail) VALUES (?,?,?,?,?,?)",
-                (run_id, _now(), action, method, _user(), json.dumps(detail or {}, default=str)),
-            )
+        self._record_by_user("confirmations", run_id, {"action": action, "method": method}, detail)
 
     def record_override(self, run_id: int | None, kind: str, reason: str,
                         detail: dict[str, Any] | None = None) -> None:
+        self._record_by_user("overrides", run_id, {"kind": kind, "reason": reason}, detail)
+
+    def _record_by_user(self, table: str, run_id: int | None, what: dict[str, str],
+                        detail: dict[str, Any] | None) -> None:
+        """A row of a table of what a user did or accepted (confirmations, overrides): the run, when,
+        what (its columns), who and the detail."""
         with self.transaction() as conn:
             conn.execute(
-                "INSERT INTO overrides(run_id, at, kind, reason, user, detail) VALUES (?,?,?,?,?,?)",
-                (run_id, _now(), kind, reason, _user(), json.dumps(detail or {}, default=str)),
+                f"INSERT INTO {table}(run_id, at, {', '.join(what)}, user, detail) VALUES (?,?,?,?,?,?)",
+                (run_id, _now(), *what.values(), _user(), json.dumps(detail or {}, default=str)),
             )
 
     # ------------------------------------------------------------------ queries

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -60,30 +60,32 @@ def auto_rollbacks_in_chain(ledger: L.Ledger, run: L.RunRecord) -> int:
     return sum(1 for rb in ledger.rollbacks(run_ids=ids) if rb.trigger and rb.state in ("done", "started"))
 
 
+@dataclass(eq=False)
 class Watcher:
-    def __init__(self, ledger: L.Ledger, *, resubmit: Optional[ResubmitHook] = None, cancel=None, query=None,
-                 act: bool = True, max_rollbacks: Optional[int] = None, poll_s: float = 1.0,
-                 refresh_s: float = 5.0, cancel_timeout_s: float = 300.0, say: Callable[[str], None] = _say,
-                 follow_resubmissions: bool = True, act_on_cancelled: bool = True, lock_wait_s: float = 0.0) -> None:
-        from mbridge_launch.runs.operations import executor_cancel
+    ledger: L.Ledger
+    _: KW_ONLY
+    resubmit: Optional[ResubmitHook] = None
+    cancel: Any = None  # None: the run's executor cancels it (runs.operations.executor_cancel)
+    query: Any = None
+    act: bool = True
+    max_rollbacks: Optional[int] = None
+    poll_s: float = 1.0
+    refresh_s: float = 5.0
+    cancel_timeout_s: float = 300.0
+    say: Callable[[str], None] = _say
+    follow_resubmissions: bool = True
+    act_on_cancelled: bool = True
+    lock_wait_s: float = 0.0
+    # While a trigger is handled (cancel, rollback, resubmit) a SIGTERM only sets term_pending:
+    # stopping half-way would leave a cancelled run without its rollback or resubmission.
+    critical: bool = field(default=False, init=False)
+    term_pending: bool = field(default=False, init=False)
 
-        self.ledger = ledger
-        self.resubmit = resubmit
-        self.cancel = cancel or executor_cancel
-        self.query = query
-        self.act = act
-        self.max_rollbacks = max_rollbacks
-        self.poll_s = poll_s
-        self.refresh_s = refresh_s
-        self.cancel_timeout_s = cancel_timeout_s
-        self.say = say
-        self.follow_resubmissions = follow_resubmissions
-        self.act_on_cancelled = act_on_cancelled
-        self.lock_wait_s = lock_wait_s
-        # While a trigger is handled (cancel, rollback, resubmit) a SIGTERM only sets term_pending:
-        # stopping half-way would leave a cancelled run without its rollback or resubmission.
-        self.critical = False
-        self.term_pending = False
+    def __post_init__(self) -> None:
+        if not self.cancel:
+            from mbridge_launch.runs.operations import executor_cancel
+
+            self.cancel = executor_cancel
 
     def on_sigterm(self, signum: int = 15, frame: Any = None) -> None:
         """A signal handler for watchers running as Slurm jobs (see watch_job.py)."""

@@ -88,14 +88,7 @@ def test_hostile_values_reach_the_trainer_verbatim(executor, slurm_cluster, slur
 
 # ------------------------------------------------------------------ refused: cannot be made safe
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("changes,key", [
-    ({"cluster": {"env": ["HF TOKEN"]}}, "executors.env_name"),
-    ({"cluster": {"secrets": ["X$(id)"]}}, "executors.env_name"),
-    ({"top": {"env_vars": {"BAD NAME": "1"}}}, "executors.env_name"),
-    ({"top": {"name": "run\n#SBATCH --qos=top"}}, "executors.control_char"),
-    ({"launch": {"log_dir": "/logs/a\nb"}}, "executors.control_char"),
-    ({"cluster": {"container_mounts": [{"source": "/data,/etc", "target": "/data"}]}}, "executors.mount_separator"),
-])
+@pytest.mark.parametrize("changes,key", pf.UNSAFE_VALUES)
 def test_unsafe_values_are_refused_by_every_executor(executor, changes, key, tmp_path):
     plan = pf.with_changes(pf.moe_ep(), **changes)
     options = {"nemorun_home": str(tmp_path / "home")} if executor == "nemo-run" else {}

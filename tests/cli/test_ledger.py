@@ -3,6 +3,7 @@ against a (fake) Slurm after a crash, concurrent writers, and the runs/status/lo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -425,8 +427,26 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _follow(db: Path, env: dict) -> subprocess.Popen:
-    return popen_cli("logs", "train-a", "-f", "--poll", "0.05", "--ledger", db, env=env, preexec_fn=_default_sigint)
+def _submitted_run(tmp_path: Path, first_line: str) -> tuple[Path, Path, L.RunRecord]:
+    """(ledger, log, run): run train-a submitted as job 300, its log holding `first_line`."""
+    db = tmp_path / "l.db"
+    log = tmp_path / "train-a-300.out"
+    log.write_text(first_line)
+    with L.Ledger.open(db) as ledger:
+        run = _begin(ledger, "train-a", executor="no-such-executor")
+        ledger.mark_submitted(run.id, ["300"], log_paths=[str(log)])
+    return db, log, run
+
+
+@contextlib.contextmanager
+def _following(db: Path, env: dict) -> Iterator[subprocess.Popen]:
+    """`logs train-a -f` running; killed on the way out if it still is."""
+    proc = popen_cli("logs", "train-a", "-f", "--poll", "0.05", "--ledger", db, env=env, preexec_fn=_default_sigint)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def _read_line(proc: subprocess.Popen, timeout: float = 20) -> str:
@@ -440,14 +460,8 @@ def _read_line(proc: subprocess.Popen, timeout: float = 20) -> str:
 
 def test_logs_follow_a_growing_log_until_the_job_ends(tmp_path, job_state_bin):
     env, state = job_state_bin
-    db = tmp_path / "l.db"
-    log = tmp_path / "train-a-300.out"
-    log.write_text("first\n")
-    with L.Ledger.open(db) as ledger:
-        run = _begin(ledger, "train-a", executor="no-such-executor")
-        ledger.mark_submitted(run.id, ["300"], log_paths=[str(log)])
-    proc = _follow(db, env)
-    try:
+    db, log, run = _submitted_run(tmp_path, "first\n")
+    with _following(db, env) as proc:
         assert _read_line(proc) == "first\n"
         for text in ("second", "third"):  # lines appear as the job writes them
             with open(log, "a") as handle:
@@ -459,9 +473,6 @@ def test_logs_follow_a_growing_log_until_the_job_ends(tmp_path, job_state_bin):
         assert proc.poll() is None  # still following: the job runs
         state.write_text("COMPLETED")
         out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, err
     assert out == "last line without newline"  # printed once the job ended
     with L.Ledger.open(db) as ledger:
@@ -472,20 +483,11 @@ def test_logs_follow_stops_on_ctrl_c(tmp_path, job_state_bin):
     import signal
 
     env, _state = job_state_bin
-    db = tmp_path / "l.db"
-    log = tmp_path / "train-a-300.out"
-    log.write_text("running\n")
-    with L.Ledger.open(db) as ledger:
-        run = _begin(ledger, "train-a", executor="no-such-executor")
-        ledger.mark_submitted(run.id, ["300"], log_paths=[str(log)])
-    proc = _follow(db, env)
-    try:
+    db, _log, _run = _submitted_run(tmp_path, "running\n")
+    with _following(db, env) as proc:
         assert _read_line(proc) == "running\n"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
 
 

@@ -309,15 +309,22 @@ def test_duplicate_is_refused_unless_resubmit_and_cancel_is_gated(base_plan, gat
         assert ledger.get_run(1).state == L.CANCELLED
 
 
-@pytest.mark.slurm
-def test_kill9_after_the_ledger_write_is_reconciled_as_lost(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
-    name = unique("gate-lost")
+def submit_killed_after(step: str, prefix: str, base_plan, gate_env: Path, shared_dir: Path, mbl) -> str:
+    """`submit --yes` of a new run named after `prefix`, killed -9 right after `step`
+    (MBL_GATE_CRASH_AFTER): it leaves one ledger row, SUBMITTING with no job ids. Returns the name."""
+    name = unique(prefix)
     plan = write_plan(base_plan, shared_dir, name)
     crashed = mbl.run("submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir),
-                      env={"MBL_GATE_CRASH_AFTER": "ledger"})
+                      env={"MBL_GATE_CRASH_AFTER": step})
     assert crashed.returncode == 137, crashed.stderr
     [row] = ledger_rows(gate_env)
     assert row.state == L.SUBMITTING and row.job_ids == []
+    return name
+
+
+@pytest.mark.slurm
+def test_kill9_after_the_ledger_write_is_reconciled_as_lost(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
+    name = submit_killed_after("ledger", "gate-lost", base_plan, gate_env, shared_dir, mbl)
     assert jobs_named(slurm_cluster, name) == set()
 
     listed = mbl.run("runs", "--ledger", str(gate_env))
@@ -328,13 +335,7 @@ def test_kill9_after_the_ledger_write_is_reconciled_as_lost(base_plan, gate_env,
 
 @pytest.mark.slurm
 def test_kill9_after_sbatch_is_reconciled_with_the_real_job(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
-    name = unique("gate-found")
-    plan = write_plan(base_plan, shared_dir, name)
-    crashed = mbl.run("submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir),
-                      env={"MBL_GATE_CRASH_AFTER": "sbatch"})
-    assert crashed.returncode == 137, crashed.stderr
-    [row] = ledger_rows(gate_env)
-    assert row.state == L.SUBMITTING and row.job_ids == []
+    name = submit_killed_after("sbatch", "gate-found", base_plan, gate_env, shared_dir, mbl)
     [job] = jobs_named(slurm_cluster, name)  # the job exists; only the ledger does not know it
 
     status = mbl.run("status", name, "--ledger", str(gate_env), "--format", "json")

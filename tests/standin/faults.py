@@ -31,43 +31,34 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
 
 
-def _int(env: Mapping[str, str], name: str) -> int | None:
-    v = env.get(name)
-    return int(v) if v not in (None, "") else None
+def _knob(parse: Callable[[str], Any], default: Any = None) -> Any:
+    """A field set from the environment variable MBL_STANDIN_<FIELD NAME IN CAPITALS>, read with
+    `parse`; unset or empty leaves `default`."""
+    return field(default=default, metadata={"parse": parse})
 
 
 @dataclass
 class Faults:
-    crash_at: int | None = None
-    crash_rank: int = 0
-    crash_once: str | None = None
-    crash_in_save: int | None = None
-    nan_at: int | None = None
-    spike_at: int | None = None
-    spike_factor: float = 5.0
-    spike_length: int = 1
-    fault_seed: int | None = None
-    iter_seconds: float = 0.05
+    crash_at: int | None = _knob(int)
+    crash_rank: int = _knob(int, 0)
+    crash_once: str | None = _knob(str)
+    crash_in_save: int | None = _knob(int)
+    nan_at: int | None = _knob(int)
+    spike_at: int | None = _knob(int)
+    spike_factor: float = _knob(float, 5.0)
+    spike_length: int = _knob(int, 1)
+    fault_seed: int | None = _knob(int)
+    iter_seconds: float = _knob(float, 0.05)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Faults":
         env = os.environ if env is None else env
-        return cls(
-            crash_at=_int(env, "MBL_STANDIN_CRASH_AT"),
-            crash_rank=_int(env, "MBL_STANDIN_CRASH_RANK") or 0,
-            crash_once=env.get("MBL_STANDIN_CRASH_ONCE") or None,
-            crash_in_save=_int(env, "MBL_STANDIN_CRASH_IN_SAVE"),
-            nan_at=_int(env, "MBL_STANDIN_NAN_AT"),
-            spike_at=_int(env, "MBL_STANDIN_SPIKE_AT"),
-            spike_factor=float(env.get("MBL_STANDIN_SPIKE_FACTOR") or 5.0),
-            spike_length=_int(env, "MBL_STANDIN_SPIKE_LENGTH") or 1,
-            fault_seed=_int(env, "MBL_STANDIN_FAULT_SEED"),
-            iter_seconds=float(env.get("MBL_STANDIN_ITER_SECONDS") or 0.05),
-        )
+        found = ((f, env.get(f"MBL_STANDIN_{f.name.upper()}")) for f in fields(cls))
+        return cls(**{f.name: f.metadata["parse"](raw) for f, raw in found if raw})
 
     def should_crash(self, iteration: int, rank: int) -> bool:
         if self.crash_at != iteration or rank != self.crash_rank:

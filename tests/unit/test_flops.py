@@ -13,29 +13,32 @@ from mbridge_launch.planner.flops import flops_per_token
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf_calibration.csv"
 
 
-def test_llama3_8b_by_hand():
-    # h=4096, L=32, heads n=32, KV groups g=8, head dim d=128, ffn=14336 (SwiGLU x1.5), V=128256, s=8192
-    f = flops_per_token(load_arch("llama3_8b"), 8192)
-    # Q/K/V/O projections: 12*h*n*d*(1 + g/n) = 12*4096*4096*1.25 = 251,658,240 per layer, x32
-    assert f.attn_proj == 12 * 4096 * 4096 * 1.25 * 32 == 8_053_063_680
-    # causal attention: 12*(s/2)*n*d = 12*4096*4096 = 201,326,592 per layer, x32
-    assert f.attn_core == 12 * 4096 * 4096 * 32 == 6_442_450_944
-    # SwiGLU MLP: 12*h*ffn*1.5 = 1,056,964,608 per layer, x32
-    assert f.mlp == 12 * 4096 * 14336 * 1.5 * 32 == 33_822_867_456
-    # LM head: 6*h*V = 6*4096*128256
-    assert f.logits == 6 * 4096 * 128256 == 3_152_019_456
-    assert f.total == 51_470_401_536
+# Dense Llama 3 (GQA, SwiGLU): hidden h, L layers, n heads of d=128 (n*d = h), g KV groups, ffn,
+# vocabulary V, at sequence length s; then the totals worked out by hand from the formulas below.
+@pytest.mark.parametrize("model,h,layers,n,g,ffn,vocab,s,by_hand", [
+    ("llama3_8b", 4096, 32, 32, 8, 14336, 128256, 8192,
+     # per layer: projections 251,658,240; attention 201,326,592; MLP 1,056,964,608
+     dict(attn_proj=8_053_063_680, attn_core=6_442_450_944, mlp=33_822_867_456, logits=3_152_019_456,
+          total=51_470_401_536)),
+    ("llama3_70b", 8192, 80, 64, 8, 28672, 128256, 8192,
+     dict(attn_proj=72_477_573_120, attn_core=32_212_254_720, mlp=338_228_674_560, logits=6_304_038_912,
+          total=449_222_541_312)),
+])
+def test_dense_llama_by_hand(model, h, layers, n, g, ffn, vocab, s, by_hand):
+    f = flops_per_token(load_arch(model), s)
+    # Q/K/V/O projections: 12*h*n*d*(1 + g/n) per layer
+    assert f.attn_proj == 12 * h * h * (1 + g / n) * layers == by_hand["attn_proj"]
+    # causal attention: 12*(s/2)*n*d per layer
+    assert f.attn_core == 12 * (s / 2) * h * layers == by_hand["attn_core"]
+    # SwiGLU MLP: 12*h*ffn*1.5 per layer
+    assert f.mlp == 12 * h * ffn * 1.5 * layers == by_hand["mlp"]
+    # LM head: 6*h*V
+    assert f.logits == 6 * h * vocab == by_hand["logits"]
+    assert f.total == by_hand["total"]
 
 
-def test_llama3_70b_by_hand():
-    # h=8192, L=80, n=64, g=8, d=128, ffn=28672, V=128256, s=8192
-    f = flops_per_token(load_arch("llama3_70b"), 8192)
-    assert f.attn_proj == 12 * 8192 * 8192 * 1.125 * 80 == 72_477_573_120
-    assert f.attn_core == 12 * 4096 * 8192 * 80 == 32_212_254_720
-    assert f.mlp == 12 * 8192 * 28672 * 1.5 * 80 == 338_228_674_560
-    assert f.logits == 6 * 8192 * 128256 == 6_304_038_912
-    assert f.total == 449_222_541_312
-    # Megatron pads the vocabulary to a multiple of 128 x TP: 128256 -> 128512 at TP=4
+def test_the_vocabulary_is_padded_to_a_multiple_of_128_times_tp():
+    # as Megatron does: 128256 -> 128512 at TP=4
     assert flops_per_token(load_arch("llama3_70b"), 8192, tp=4).logits == 6 * 8192 * 128512
 
 

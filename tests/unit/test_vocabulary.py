@@ -103,31 +103,32 @@ def test_case_and_surrounding_spaces_do_not_matter(capsys):
 
 
 # ---------------------------------------------------------------------- every command, every spelling
+def recommend_both_ways(capsys, flag: str, spelling: str, canonical: str, *on: str) -> tuple[dict, dict]:
+    """Checks that `plan` and `estimate` report `canonical` for `flag spelling` (after the arguments
+    `on`); returns recommend's answers for the spelling and for the canonical value."""
+    field = flag.removeprefix("--").replace("-", "_")
+    assert plan(capsys, *on, flag, spelling)[field] == canonical
+    assert estimate(capsys, *on, flag, spelling)[field] == canonical
+    same = recommend_canonical(capsys, *on, flag, canonical)
+    return recommend(capsys, *on, flag, spelling), same
+
+
 @pytest.mark.parametrize("spelling,canonical", GOALS)
 def test_goal_spellings(capsys, spelling, canonical):
-    assert plan(capsys, "--goal", spelling)["goal"] == canonical
-    assert estimate(capsys, "--goal", spelling)["goal"] == canonical
-    same = recommend_canonical(capsys, "--goal", canonical)
-    answer = recommend(capsys, "--goal", spelling)
+    answer, same = recommend_both_ways(capsys, "--goal", spelling, canonical)
     assert answer["mode"] == canonical and answer["plan_hash"] == same["plan_hash"]
 
 
 @pytest.mark.parametrize("spelling,canonical", PRECISIONS)
 def test_precision_spellings(capsys, spelling, canonical):
     on = ("--gpu-type", "b200")  # runs every precision
-    assert plan(capsys, *on, "--precision", spelling)["precision"] == canonical
-    assert estimate(capsys, *on, "--precision", spelling)["precision"] == canonical
-    same = recommend_canonical(capsys, *on, "--precision", canonical)
-    answer = recommend(capsys, *on, "--precision", spelling)
+    answer, same = recommend_both_ways(capsys, "--precision", spelling, canonical, *on)
     assert (answer["recipe"], answer["plan_hash"]) == (same["recipe"], same["plan_hash"])
 
 
 @pytest.mark.parametrize("spelling,canonical", GPU_TYPES)
 def test_gpu_type_spellings(capsys, spelling, canonical):
-    assert plan(capsys, "--gpu-type", spelling)["gpu_type"] == canonical
-    assert estimate(capsys, "--gpu-type", spelling)["gpu_type"] == canonical
-    same = recommend_canonical(capsys, "--gpu-type", canonical)
-    answer = recommend(capsys, "--gpu-type", spelling)
+    answer, same = recommend_both_ways(capsys, "--gpu-type", spelling, canonical)
     assert answer["gpu_type"] == canonical and answer["plan_hash"] == same["plan_hash"]
 
 
