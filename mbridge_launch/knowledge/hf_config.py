@@ -101,7 +101,7 @@ def arch_from_hf_config(path: str | Path) -> ModelArch:
     hf_id = raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) and "/" in raw.get("_name_or_path", "") else None
     ints = {k: int(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "rope_theta"}
     values.update(ints)
-    return ModelArch(name=name, hf_model_id=hf_id, sources=(f"hf-config:{file}",), **values)
+    return ModelArch.from_flat(name=name, hf_model_id=hf_id, sources=(f"hf-config:{file}",), **values)
 
 
 def _fill_moe(values: dict[str, Any], config: dict[str, Any], model_type: str) -> None:

@@ -22,6 +22,29 @@ PLANNING_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidd
 
 
 @dataclass(frozen=True)
+class MLA:
+    """Multi-latent attention (DeepSeek-V3 style): keys and values (and queries, with a
+    q_lora_rank) pass through a low-rank latent. Megatron-Core field names."""
+
+    kv_lora_rank: int
+    q_lora_rank: int | None = None  # None: queries are projected directly
+    qk_head_dim: int | None = None
+    qk_pos_emb_head_dim: int | None = None
+    v_head_dim: int | None = None
+
+
+@dataclass(frozen=True)
+class Mamba:
+    """The Mamba mixer of hybrid models; Megatron-Core calls the fields mamba_<name>.
+    None: the planner's default."""
+
+    state_dim: int | None = None
+    head_dim: int | None = None
+    num_groups: int | None = None
+    num_heads: int | None = None
+
+
+@dataclass(frozen=True)
 class ModelArch:
     """A decoder architecture with Megatron-Core field names. None means unknown."""
 
@@ -45,20 +68,12 @@ class ModelArch:
     moe_ffn_hidden_size: int | None = None
     moe_shared_expert_intermediate_size: int | None = None
     moe_first_dense_layers: int = 0
-    # Multi-latent attention (DeepSeek-V3 style)
-    q_lora_rank: int | None = None
-    kv_lora_rank: int | None = None
-    qk_head_dim: int | None = None
-    qk_pos_emb_head_dim: int | None = None
-    v_head_dim: int | None = None
+    mla: MLA | None = None  # None: ordinary multi-head / grouped-query attention
     # Multi-token prediction (DeepSeek-V3, GLM): extra decoder layers that predict later tokens
     mtp_num_layers: int = 0
     # Hybrid Mamba (Nemotron-H): M = Mamba, * = attention, - = MLP, E = MoE
     hybrid_layer_pattern: str | None = None
-    mamba_state_dim: int | None = None
-    mamba_head_dim: int | None = None
-    mamba_num_groups: int | None = None
-    mamba_num_heads: int | None = None
+    mamba: Mamba = Mamba()
     hf_model_id: str | None = None
     aliases: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
@@ -73,6 +88,17 @@ class ModelArch:
     @cached_property
     def _hash(self) -> int:
         return hash(tuple(getattr(self, f.name) for f in fields(self)))
+
+    @classmethod
+    def from_flat(cls, **values: Any) -> ModelArch:
+        """Build from flat Megatron-Core keys, as catalog/models.yaml and config.json readers
+        give them: the MLA keys and the mamba_* keys go into their records (MLA only when
+        kv_lora_rank is given: the other MLA keys mean nothing without it)."""
+        mla = {key: values.pop(key) for key in _MLA_KEYS if key in values}
+        mamba = {name: values.pop(key) for key, name in _MAMBA_KEYS.items() if key in values}
+        if mla.get("kv_lora_rank") is not None:
+            values["mla"] = MLA(**mla)
+        return cls(**values, mamba=Mamba(**mamba))
 
     # ------------------------------------------------------------------ shape helpers
     @property
@@ -89,7 +115,7 @@ class ModelArch:
 
     @property
     def is_mla(self) -> bool:
-        return self.kv_lora_rank is not None
+        return self.mla is not None
 
     @property
     def is_hybrid(self) -> bool:
@@ -151,15 +177,16 @@ class ModelArch:
     def _cached_attention_params(self) -> int:
         h = self.hidden_size
         n = self.num_attention_heads
-        if self.is_mla:
-            qk = (self.qk_head_dim or 0) + (self.qk_pos_emb_head_dim or 0)
-            v = self.v_head_dim or 0
-            if self.q_lora_rank:
-                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * n * qk
+        mla = self.mla
+        if mla is not None:
+            qk = (mla.qk_head_dim or 0) + (mla.qk_pos_emb_head_dim or 0)
+            v = mla.v_head_dim or 0
+            if mla.q_lora_rank:
+                q = h * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * n * qk
             else:
                 q = h * n * qk
-            kv = h * (self.kv_lora_rank + (self.qk_pos_emb_head_dim or 0)) + self.kv_lora_rank
-            kv += self.kv_lora_rank * n * ((self.qk_head_dim or 0) + v)
+            kv = h * (mla.kv_lora_rank + (mla.qk_pos_emb_head_dim or 0)) + mla.kv_lora_rank
+            kv += mla.kv_lora_rank * n * ((mla.qk_head_dim or 0) + v)
             return q + kv + n * v * h + h  # + input layernorm
         d = self.head_dim
         return h * d * (2 * n + 2 * self.kv_groups) + h
@@ -198,9 +225,9 @@ class ModelArch:
     @cached_property
     def _cached_mamba_params(self) -> int:
         h = self.hidden_size
-        heads = self.mamba_num_heads or (2 * h // (self.mamba_head_dim or 64))
-        d_inner = heads * (self.mamba_head_dim or 64)
-        gn = (self.mamba_num_groups or 1) * (self.mamba_state_dim or 128)
+        heads = self.mamba.num_heads or (2 * h // (self.mamba.head_dim or 64))
+        d_inner = heads * (self.mamba.head_dim or 64)
+        gn = (self.mamba.num_groups or 1) * (self.mamba.state_dim or 128)
         in_proj = h * (2 * d_inner + 2 * gn + heads)
         conv = (d_inner + 2 * gn) * 5  # kernel 4 + bias
         return in_proj + conv + 3 * heads + d_inner + d_inner * h + h
@@ -257,12 +284,17 @@ class ModelArch:
         return dense + routed * (self.moe_router_topk or 0) // (self.num_moe_experts or 1)
 
 
+_MLA_KEYS = tuple(f.name for f in fields(MLA))
+_MAMBA_KEYS = {f"mamba_{f.name}": f.name for f in fields(Mamba)}
+# The keys of a catalog/models.yaml entry that ModelArch.from_flat takes.
+_FLAT_KEYS = {f.name for f in fields(ModelArch)} - {"mla", "mamba"} | set(_MLA_KEYS) | set(_MAMBA_KEYS)
+
+
 def _arch_from_entry(token: str, entry: dict[str, Any]) -> ModelArch:
-    known = {f.name for f in fields(ModelArch)}
-    values: dict[str, Any] = {k: v for k, v in entry.items() if k in known}
+    values: dict[str, Any] = {k: v for k, v in entry.items() if k in _FLAT_KEYS}
     values["aliases"] = tuple(entry.get("aliases") or ())
     values["sources"] = tuple(entry.get("sources") or ())
-    return ModelArch(name=token, **values)
+    return ModelArch.from_flat(name=token, **values)
 
 
 def known_models() -> list[str]:

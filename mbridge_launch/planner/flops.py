@@ -57,13 +57,14 @@ def _attention_per_layer(arch: ModelArch, seq_length: int, window: int | None) -
     h = arch.hidden_size
     n = arch.num_attention_heads
     keys = _avg_keys(seq_length, window)
-    if arch.is_mla:
-        qk, pe, v = arch.qk_head_dim or 0, arch.qk_pos_emb_head_dim or 0, arch.v_head_dim or 0
-        if arch.q_lora_rank:
-            q_term = arch.q_lora_rank * (h + n * (qk + pe) + 1)
+    mla = arch.mla
+    if mla is not None:
+        qk, pe, v = mla.qk_head_dim or 0, mla.qk_pos_emb_head_dim or 0, mla.v_head_dim or 0
+        if mla.q_lora_rank:
+            q_term = mla.q_lora_rank * (h + n * (qk + pe) + 1)
         else:
             q_term = h * n * (qk + pe)
-        kv_term = arch.kv_lora_rank * (h + n * (qk + v) + 1) + h * pe
+        kv_term = mla.kv_lora_rank * (h + n * (qk + v) + 1) + h * pe
         proj = 6 * (q_term + kv_term + n * v * h)
         core = 6 * keys * n * (qk + pe + v)
         return proj, core
@@ -125,8 +126,9 @@ def flops_per_token(
 def _mamba_per_layer(arch: ModelArch) -> float:
     h = arch.hidden_size
     d_in = 2 * h  # Megatron's formula: d_inner = 2 x hidden, heads as configured
-    heads = arch.mamba_num_heads or d_in // (arch.mamba_head_dim or 64)
-    groups, state = arch.mamba_num_groups or 1, arch.mamba_state_dim or 16
+    mamba = arch.mamba
+    heads = mamba.num_heads or d_in // (mamba.head_dim or 64)
+    groups, state = mamba.num_groups or 1, mamba.state_dim or 16
     return 3 * (2 * h * (2 * d_in + 2 * groups * state + heads) + 7 * d_in * state + 2 * d_in * h)
 
 

@@ -107,18 +107,20 @@ def _act_bytes_per_token(arch: ModelArch, kind: str, layout: Layout, gemm_bytes:
     selective = layout.recompute == "selective"
     norm = a * h + (0.0 if selective else f * h)  # layer-norm input (+ its output, the GEMM input)
     if kind == "M":
-        heads = arch.mamba_num_heads or (2 * h // (arch.mamba_head_dim or 64))
-        d_in = heads * (arch.mamba_head_dim or 64)
-        gn = (arch.mamba_num_groups or 1) * (arch.mamba_state_dim or 128)
+        mamba = arch.mamba
+        heads = mamba.num_heads or (2 * h // (mamba.head_dim or 64))
+        d_in = heads * (mamba.head_dim or 64)
+        gn = (mamba.num_groups or 1) * (mamba.state_dim or 128)
         return norm, a * (2 * d_in + 2 * gn + heads) + a * (d_in + 2 * gn) + 2 * a * d_in + f * d_in
     norms = split = 0.0
     if kind == "*" or not arch.is_hybrid:  # a transformer layer's attention block
         norms += norm
-        if arch.is_mla:
+        mla = arch.mla
+        if mla is not None:
             n = arch.num_attention_heads
-            qk = (arch.qk_head_dim or 0) + (arch.qk_pos_emb_head_dim or 0)
-            v = arch.v_head_dim or 0
-            latent = (arch.q_lora_rank or 0) + (arch.kv_lora_rank or 0) + (arch.qk_pos_emb_head_dim or 0)
+            qk = (mla.qk_head_dim or 0) + (mla.qk_pos_emb_head_dim or 0)
+            v = mla.v_head_dim or 0
+            latent = (mla.q_lora_rank or 0) + mla.kv_lora_rank + (mla.qk_pos_emb_head_dim or 0)
             # compressed latents, then Q, K, V expanded by the up-projections (recomputed by
             # selective recompute, "mla_up_proj"), attention output
             up = 0.0 if selective else a * n * (2 * qk + v)

@@ -113,12 +113,12 @@ def _elementwise_bytes(arch: ModelArch, gemm_bytes: float) -> tuple[float, float
     h = arch.hidden_size
     ffn = arch.ffn_hidden_size or 0
     counts = arch.layer_counts()
-    per_attn = 6 * h + 2 * (arch.num_attention_heads * arch.head_dim) if not arch.is_mla else 6 * h + 4 * arch.num_attention_heads * (arch.v_head_dim or 128)
+    per_attn = 6 * h + 2 * (arch.num_attention_heads * arch.head_dim) if arch.mla is None else 6 * h + 4 * arch.num_attention_heads * (arch.mla.v_head_dim or 128)
     per_mlp = 6 * h + 3 * ffn
     k = arch.moe_router_topk or 0
     per_moe = 6 * h + 3 * (arch.moe_shared_expert_intermediate_size or 0) + k * (4 * h + 3 * arch.expert_ffn)
-    heads = arch.mamba_num_heads or (2 * h // (arch.mamba_head_dim or 64))
-    per_mamba = 6 * h + 8 * heads * (arch.mamba_head_dim or 64)
+    heads = arch.mamba.num_heads or (2 * h // (arch.mamba.head_dim or 64))
+    per_mamba = 6 * h + 8 * heads * (arch.mamba.head_dim or 64)
     attn_layers = counts["attention"]
     total = attn_layers * per_attn + counts["mlp"] * per_mlp + counts["moe"] * per_moe + counts["mamba"] * per_mamba
     routing = counts["moe"] * k * 4 * h
@@ -220,8 +220,9 @@ class _StepModel:
         self.moe_sync = 0.0 if moe_token_drop else self.moe_layers * cal.moe_sync_s * self.host
         self.dense_total = arch.total_params - arch.expert_total_params
         self.expert_total = arch.expert_total_params
-        if arch.is_mla:
-            self.kv_width = arch.num_attention_heads * ((arch.qk_head_dim or 0) + (arch.qk_pos_emb_head_dim or 0) + (arch.v_head_dim or 0))
+        mla = arch.mla
+        if mla is not None:
+            self.kv_width = arch.num_attention_heads * ((mla.qk_head_dim or 0) + (mla.qk_pos_emb_head_dim or 0) + (mla.v_head_dim or 0))
         else:
             self.kv_width = 2 * arch.kv_groups * arch.head_dim
         self._flops: dict[tuple[int, int], FlopsPerToken] = {}
