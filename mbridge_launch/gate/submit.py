@@ -12,7 +12,7 @@ the run they replace (`parent_run_id`); the convergence changes they add are rec
 ledger's overrides table, and a preflight override of the parent is carried over with its reason.
 
 A plan with `auto_rollback.enabled` gets its watcher started as a dependent Slurm job right after
-the training job is accepted (watch_job.py; `--no-watcher` / GateOptions.watcher=False to skip, e.g.
+the training job is accepted (gate/watcher_job.py; `--no-watcher` / GateOptions.watcher=False to skip, e.g.
 when a watcher already follows the run chain from a login node).
 
 Crash-safety tests set MBL_GATE_CRASH_AFTER=ledger|sbatch: the process then dies like `kill -9`
@@ -63,7 +63,7 @@ class GateOptions:
     # With `force`: the preflight error codes the reason was given for (None: any). A carried-over
     # override covers the parent's errors, not new ones.
     force_covers: Optional[frozenset[str]] = None
-    # Start the auto-rollback watcher job when the plan enables auto_rollback (watch_job.py).
+    # Start the auto-rollback watcher job when the plan enables auto_rollback (gate/watcher_job.py).
     watcher: bool = True
 
 

@@ -265,7 +265,7 @@ MEMORY_PRESSURE = 0.3
 #   doubling of CP costs CP_CHARGE (its KV ring and short attention chunks are the least
 #   predictable overheads; pipeline or tensor parallelism usually does the same job). 0.015
 #   ranks more published dense layouts first (benchmarks/RESULTS.md) but then `plan`'s order is
-#   no longer the plain speed order that tests/test_plan_cli.py checks without the layout;
+#   no longer the plain speed order that tests/cli/test_plan_cli.py checks without the layout;
 # - experts spread wide: each doubling of EP earns EP_CREDIT (fewer experts per GPU balance the
 #   routed load better and leave memory for activations, which the analytic model undervalues).
 # Chosen on the published benchmark rows; benchmarks/accuracy.py reports their effect.

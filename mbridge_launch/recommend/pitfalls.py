@@ -1,6 +1,6 @@
 """Known pitfalls that apply to a recommendation (issue 2's list), each a (code, message) pair.
 
-Settings are read with the user's overrides on top of the recipe (recommend.settings). A pitfall
+Settings are read with the user's overrides on top of the recipe (plan.settings). A pitfall
 that NVIDIA's own recipe ships on purpose (a Hopper MoE recipe with overlap_grad_reduce on, a
 benchmark recipe that packs sequences under CUDA graphs with padding set) is not reported
 against that recipe; it is reported when the user's overrides or a substituted recipe create it.

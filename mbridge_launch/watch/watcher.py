@@ -12,7 +12,7 @@ the hook: this module never imports the gate.
 One watcher per run chain: a lock file next to the ledger (`watch-<first run id>.lock`).
 
 The gate starts the watcher as a Slurm job of its own next to every run whose plan enables
-auto_rollback (watch_job.py says why a dependent job and not a step of the training job). That
+auto_rollback (gate/watcher_job.py says why a dependent job and not a step of the training job). That
 watcher (`follow_resubmissions=False`) handles one run: after resubmitting it stops, because the
 gate has started a new watcher job for the new run; it leaves a run that someone else cancelled
 alone (`act_on_cancelled=False`); a SIGTERM (its time limit) is deferred while it handles a trigger.
@@ -88,7 +88,7 @@ class Watcher:
             self.cancel = executor_cancel
 
     def on_sigterm(self, signum: int = 15, frame: Any = None) -> None:
-        """A signal handler for watchers running as Slurm jobs (see watch_job.py)."""
+        """A signal handler for watchers running as Slurm jobs (see gate/watcher_job.py)."""
         if self.critical:
             self.term_pending = True
         else:

@@ -1,4 +1,4 @@
-"""The auto-rollback watcher as a Slurm job of its own (watch_job.py), started by the gate for plans
+"""The auto-rollback watcher as a Slurm job of its own (gate/watcher_job.py), started by the gate for plans
 with auto_rollback.enabled:
 
 - unit: its sbatch line (dependency on the training job, one CPU, no GPUs, quoted --wrap), that the

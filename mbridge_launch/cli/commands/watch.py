@@ -5,7 +5,7 @@ watcher's 'auto-rollback' confirmation). Exit code 0 when the (last) run complet
 ended otherwise, when a trigger was only reported, when the watcher stopped (rollback limit, no
 checkpoint to go back to) or when the gate refused the resubmission.
 
---in-job: the watcher job the gate starts for plans with auto_rollback (watch_job.py): handles
+--in-job: the watcher job the gate starts for plans with auto_rollback (gate/watcher_job.py): handles
 one run (after a resubmission the new run's own watcher job takes over), leaves a run cancelled by
 someone else alone, waits a moment for the watch lock, and on SIGTERM (its time limit) submits its
 successor while the run is still active. Exit 0 when it did its job (the run ended, or it handed
