@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.base.quoting import ShellExpr, ShellValue, is_env_name, sh
+from mbridge_launch.base.quoting import ShellExpr, ShellValue, sh
 from mbridge_launch.plan.model import Plan
 from mbridge_launch.plan.trainer_args import trainer_args
 
@@ -34,23 +34,17 @@ def reject_control_chars(field: str, value: Optional[str]) -> None:
         raise UserError("executors.control_char", field=field, value=repr(value))
 
 
-def check_env_name(field: str, name: str) -> None:
-    if not is_env_name(name):
-        raise UserError("executors.env_name", field=field, value=name)
-
-
 def validate_plan(plan: Plan) -> None:
-    """Refuse values that no quoting makes safe. Everything else is quoted where it is written."""
+    """Refuse values that no quoting makes safe. Everything else is quoted where it is written.
+    The Plan itself guarantees a safe name, a Slurm time, a known GPU type and env-variable names
+    (plan.model); what is checked here is what a valid Plan may still hold."""
     c = plan.cluster
     # values that land on #SBATCH lines or in Slurm file names
     for field, value in (
-        ("name", plan.name),
         ("cluster.account", c.account),
         ("cluster.partition", c.partition),
         ("cluster.qos", c.qos),
-        ("cluster.time", c.time),
         ("cluster.signal", c.signal),
-        ("cluster.gpu_type", c.gpu_type),
         ("cluster.container_image", c.container_image),
         ("launch.workdir", plan.launch.workdir),
         ("launch.log_dir", plan.launch.log_dir),
@@ -68,12 +62,7 @@ def validate_plan(plan: Plan) -> None:
             reject_control_chars(field, value)
             if "," in value or ":" in value:
                 raise UserError("executors.mount_separator", field=field, value=value)
-    for name in c.env:
-        check_env_name("cluster.env", name)
-    for name in c.secrets:
-        check_env_name("cluster.secrets", name)
     for name in plan.env_vars:
-        check_env_name("env_vars", name)
         if name in c.secrets:
             raise UserError("executors.secret_value_in_env", name=name)
     if not plan.launch.entry:

@@ -84,12 +84,12 @@ def check_home(home: str) -> str:
     return home.rstrip("/") or "/"
 
 
-def default_home(workdir: Optional[Path]) -> str:
-    """NEMORUN_HOME when the user set it (their NeMo-Run convention), else <workdir>/nemo_run."""
+def default_home(script_dir: Optional[Path]) -> str:
+    """NEMORUN_HOME when the user set it (their NeMo-Run convention), else <script dir>/.nemo_run."""
     env = os.environ.get("NEMORUN_HOME")
     if env:
         return env
-    return str(Path(workdir or Path.cwd()).resolve() / ".nemo_run")
+    return str(Path(script_dir or Path.cwd()).resolve() / ".nemo_run")
 
 
 def experiment_title(plan: Plan) -> str:
@@ -202,14 +202,14 @@ def _additional_parameters(plan: Plan) -> dict[str, Any]:
 class NemoRunExecutor:
     name = NAME
 
-    def __init__(self, workdir: Optional[Path] = None, nemorun_home: Optional[str] = None,
+    def __init__(self, script_dir: Optional[Path] = None, nemorun_home: Optional[str] = None,
                  experiment_id: Optional[str] = None) -> None:
-        self.workdir = Path(workdir) if workdir else None
+        self.script_dir = Path(script_dir) if script_dir else None
         self.nemorun_home = nemorun_home
         self.experiment_id = experiment_id
 
-    def _home(self, workdir: Optional[Path] = None) -> str:
-        return check_home(self.nemorun_home or default_home(workdir or self.workdir))
+    def _home(self, script_dir: Optional[Path] = None) -> str:
+        return check_home(self.nemorun_home or default_home(script_dir or self.script_dir))
 
     def _experiment_id(self, plan: Plan) -> str:
         if self.experiment_id is None:
@@ -248,11 +248,11 @@ class NemoRunExecutor:
         return Rendered(executor=NAME, text=text, submit_command=["sbatch", "--requeue", "--parsable",
                         *files.keys()], files=files)
 
-    def submit(self, plan: Plan, workdir: Path) -> Submitted:
+    def submit(self, plan: Plan, script_dir: Path) -> Submitted:
         common.validate_plan(plan)
-        workdir = Path(workdir).resolve()
-        home = self._home(workdir)
-        log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, workdir))
+        script_dir = Path(script_dir).resolve()
+        home = self._home(script_dir)
+        log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, script_dir))
         log_base.mkdir(parents=True, exist_ok=True)
         run = _import_nemo_run(home)
         exp, title = self._experiment(run, plan, home)

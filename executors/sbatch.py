@@ -17,7 +17,7 @@ NAME = "sbatch"
 
 
 def submit_argv(plan: Plan) -> list[str]:
-    """The exact submit command; sbatch runs in the submit directory, where the script lies."""
+    """The exact submit command; sbatch runs in the script directory, where the script lies."""
     return ["sbatch", "--parsable", common.script_file_name(plan)]
 
 
@@ -38,20 +38,20 @@ class SbatchExecutor:
             files={common.script_file_name(plan): text},
         )
 
-    def submit(self, plan: Plan, workdir: Path) -> Submitted:
-        workdir = Path(workdir).resolve()
+    def submit(self, plan: Plan, script_dir: Path) -> Submitted:
+        script_dir = Path(script_dir).resolve()
         rendered = self.render(plan)
-        script = atomic_write_text(workdir / common.script_file_name(plan), rendered.text, mode=0o755)
+        script = atomic_write_text(script_dir / common.script_file_name(plan), rendered.text, mode=0o755)
         # Slurm does not create the directory of --output; a missing one fails the job at launch
-        log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, workdir))
+        log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, script_dir))
         log_base.mkdir(parents=True, exist_ok=True)
-        # exactly the command in the script's header: the file name, run from the submit directory
-        job_id, raw = slurm_cli.sbatch(Path(script.name), cwd=workdir)
+        # exactly the command in the script's header: the file name, run from the script directory
+        job_id, raw = slurm_cli.sbatch(Path(script.name), cwd=script_dir)
         return Submitted(
             executor=NAME,
             job_ids=[job_id],
             script_path=script,
-            log_paths=common.log_files(plan, [job_id], workdir),
+            log_paths=common.log_files(plan, [job_id], script_dir),
             raw_output=raw,
         )
 

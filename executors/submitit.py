@@ -127,14 +127,14 @@ def _auto_executor(folder: Path, plan: Plan) -> Any:
 class SubmititExecutor:
     name = NAME
 
-    def __init__(self, workdir: Optional[Path] = None, folder: Optional[Path] = None) -> None:
-        self.workdir = Path(workdir) if workdir else None
+    def __init__(self, script_dir: Optional[Path] = None, folder: Optional[Path] = None) -> None:
+        self.script_dir = Path(script_dir) if script_dir else None
         self.folder = Path(folder) if folder else None
 
-    def _folder(self, plan: Plan, workdir: Optional[Path] = None) -> Path:
+    def _folder(self, plan: Plan, script_dir: Optional[Path] = None) -> Path:
         if self.folder:
             return self.folder.resolve()
-        return folder_for(plan, Path(workdir or self.workdir or Path.cwd()).resolve())
+        return folder_for(plan, Path(script_dir or self.script_dir or Path.cwd()).resolve())
 
     def render(self, plan: Plan) -> Rendered:
         """submitit's own sbatch text for this Plan, then the argv every task runs."""
@@ -154,11 +154,11 @@ class SubmititExecutor:
         return Rendered(executor=NAME, text=text, submit_command=["sbatch", str(folder / "%j_submission.sh")],
                         files={str(folder / "submission.sh"): script})
 
-    def submit(self, plan: Plan, workdir: Path) -> Submitted:
+    def submit(self, plan: Plan, script_dir: Path) -> Submitted:
         import submitit
 
         common.validate_plan(plan)
-        folder = self._folder(plan, workdir)
+        folder = self._folder(plan, script_dir)
         folder.mkdir(parents=True, exist_ok=True)
         executor = _auto_executor(folder, plan)
         with tempfile.TemporaryFile() as stderr_copy:

@@ -13,7 +13,7 @@ from typing import Iterator
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1  # preflight found an error, a job failed, a gate refused
 EXIT_BAD_INPUT = 2  # invalid arguments, unknown model, invalid Plan file, broken rule
-EXIT_NO_LAYOUT = 3  # no valid parallel layout for the GPUs given
+EXIT_NO_LAYOUT = 3  # no valid parallel layout for the GPUs given (estimate: the layout does not fit)
 EXIT_SUBMIT_FAILED = 4  # the scheduler refused or failed the submission
 EXIT_INTERRUPTED = 130
 

@@ -95,3 +95,78 @@ def t(key: str, lang: str | None = None, **params: object) -> str:
             raise KeyError(f"message {key!r} has plural forms but no count parameter")
         entry = entry.get(plural_form(lang, params.get("count"))) or entry["other"]
     return entry.format(**params) if params else entry
+
+
+class Msg:
+    """A message not yet rendered: its key and parameters (a parameter may itself be a Msg).
+
+    What the tool stores (a Plan's warnings and change reasons, the ledger) holds Msgs, never text,
+    so that the same request gives the same Plan and the same hash in every language; the text is
+    made when it is shown (`str(m)` in the current language, `m.render("zh")`)."""
+
+    __slots__ = ("key", "params")
+
+    def __init__(self, key: str, **params: object) -> None:
+        self.key = key
+        self.params = params
+
+    def render(self, lang: str | None = None) -> str:
+        if self.key == BY_LANG_KEY:  # text that came in both languages (catalog findings)
+            chosen = self.params.get(lang or current_lang()) or self.params.get("en")
+            return "" if chosen is None else str(chosen)
+        values = {k: (v.render(lang) if isinstance(v, Msg) else v) for k, v in self.params.items()}
+        return t(self.key, lang=lang, **values)
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __bool__(self) -> bool:
+        """False only for empty literal text (an Override without a reason)."""
+        return not (self.key == LITERAL_KEY and not self.params.get("text"))
+
+    def __repr__(self) -> str:
+        return f"Msg({self.key!r}, {self.params!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Msg) and (self.key, self.params) == (other.key, other.params)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def as_data(self) -> object:
+        """JSON/YAML form: {"key": ..., "params": {...}} with nested Msgs in the same form; literal
+        text stays a plain string."""
+        if self.key == LITERAL_KEY:
+            return self.params.get("text", "")
+        params = {k: (v.as_data() if isinstance(v, Msg) else v) for k, v in self.params.items()}
+        return {"key": self.key, "params": params} if params else {"key": self.key}
+
+    @classmethod
+    def from_data(cls, data: object) -> "Msg":
+        """The inverse of as_data; a plain string (a Plan written before messages were data) is
+        kept as literal text."""
+        if isinstance(data, Msg):
+            return data
+        if isinstance(data, str):
+            return cls(LITERAL_KEY, text=data)
+        if not isinstance(data, dict) or not isinstance(data.get("key"), str):
+            raise ValueError("a message is a mapping with a 'key' and optional 'params'")
+        params = data.get("params") or {}
+        if not isinstance(params, dict):
+            raise ValueError("message params must be a mapping")
+        return cls(data["key"], **{str(k): (cls.from_data(v) if isinstance(v, dict) and "key" in v else v)
+                                   for k, v in params.items()})
+
+
+LITERAL_KEY = "text.literal"
+BY_LANG_KEY = "text.by_lang"
+
+
+def msg(key: str, **params: object) -> Msg:
+    """Msg(key, **params): a message to store; `t()` is for text shown now."""
+    return Msg(key, **params)
+
+
+def by_lang(**texts: str) -> Msg:
+    """A Msg for text that exists as data in each language already (en=..., zh=...)."""
+    return Msg(BY_LANG_KEY, **texts)

@@ -40,7 +40,7 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
     conv = convergence_overrides(plan)
     lines.append(t("gate.card.convergence", count=len(conv)))
     for o in conv:
-        lines.append(f"    {o.key}={o.value}  ({o.reason})")
+        lines.append(f"    {o.key}={o.value}  ({o.reason or '-'})")
     warnings = [(w.code, w.message) for w in plan.warnings]
     if report is not None:
         warnings += [(ch.code, ch.message()) for ch in report.warnings]

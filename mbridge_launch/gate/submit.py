@@ -46,7 +46,9 @@ class GateOptions:
     force: bool = False
     reason: Optional[str] = None
     resubmit: bool = False
-    workdir: Optional[Path] = None
+    # where the rendered script / NeMo-Run home go and the scheduler is called (`submit
+    # --script-dir`); the job starts in plan.launch.workdir, or here when that is unset
+    script_dir: Optional[Path] = None
     ledger_path: Optional[str] = None
     cluster_checks: bool = True
     threshold_gpu_hours: Optional[float] = None
@@ -129,7 +131,7 @@ def confirm_cancel(run: Any, *, yes: bool, ask: Callable[[str], str] = input,
     return "typed-name"
 
 
-def _write_review_copy(plan: Plan, rendered: Any, workdir: Path) -> Path:
+def _write_review_copy(plan: Plan, rendered: Any, script_dir: Path) -> Path:
     """The exact script, on disk before confirmation so that the card can point at it. For sbatch
     it is the very file that is submitted; other executors get a preview copy beside it."""
     from mbridge_launch.base.atomic import atomic_write_text
@@ -137,7 +139,7 @@ def _write_review_copy(plan: Plan, rendered: Any, workdir: Path) -> Path:
     name, text = next(iter(rendered.files.items())) if rendered.files else (f"{plan.name}.{rendered.executor}.txt", rendered.text)
     if rendered.executor != "sbatch":
         name = f"{plan.name}-{plan.plan_hash()}.{rendered.executor}.preview.sh"
-    return atomic_write_text(workdir / Path(name).name, text, mode=0o644)
+    return atomic_write_text(script_dir / Path(name).name, text, mode=0o644)
 
 
 def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] = None,
@@ -149,7 +151,7 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
     from mbridge_launch.runs.operations import refresh
 
     out = options.out or sys.stderr
-    workdir = Path(options.workdir or Path.cwd()).resolve()
+    script_dir = Path(options.script_dir or Path.cwd()).resolve()
     if options.force and not (options.reason or "").strip():
         raise UserError("gate.force_needs_reason")
     ledger = options.ledger if options.ledger is not None else _open_ledger(options.ledger_path)
@@ -163,7 +165,7 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             raise CheckFailed("gate.duplicate", hash=plan_hash, run=run.name, id=run.id, state=run.state,
                               jobs=", ".join(run.job_ids) or "-")
 
-        report = run_preflight(plan, cluster=options.cluster_checks, plan_text=plan_text)
+        report = run_preflight(plan, cluster=options.cluster_checks, plan_text=plan_text, submit_dir=script_dir)
         print(render_text(report, plan.name), file=out)
         if report.errors and not options.force:
             raise CheckFailed("gate.preflight_failed", count=len(report.errors))
@@ -171,10 +173,10 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
         if report.errors and uncovered:
             raise CheckFailed("gate.preflight_failed_uncovered", codes=", ".join(uncovered))
 
-        rendered = submit_plan(plan, options.executor, workdir, dry_run=True)
-        with writable(workdir):
-            workdir.mkdir(parents=True, exist_ok=True)
-            script = _write_review_copy(plan, rendered, workdir)
+        rendered = submit_plan(plan, options.executor, script_dir, dry_run=True)
+        with writable(script_dir):
+            script_dir.mkdir(parents=True, exist_ok=True)
+            script = _write_review_copy(plan, rendered, script_dir)
         print(render_card(plan, executor=options.executor, script_path=str(script), report=report,
                           parent_run_id=options.parent_run_id, watcher=options.watcher), file=out)
         method = confirm_submission(plan, options)
@@ -183,7 +185,7 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
         fields = dict(name=plan.name, plan_hash=plan_hash, plan_yaml=plan.to_yaml(), executor=options.executor,
                       plan_path=os.path.abspath(plan_path) if plan_path else None,
                       cluster=plan.cluster.model_dump(mode="json"), script_path=str(script),
-                      script_text=rendered.text, work_dir=str(workdir), save_dir=L.plan_save_dir(plan, workdir),
+                      script_text=rendered.text, work_dir=str(script_dir), save_dir=L.plan_save_dir(plan, script_dir),
                       parent_run_id=options.parent_run_id)
         with ledger.submission(**fields) as sub:
             ledger.record_confirmation(sub.record.id, options.action, method,
@@ -198,7 +200,7 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             for change in changes:
                 ledger.record_override(sub.record.id, "convergence", change["reason"], change)
             _crash_point("ledger")
-            result = submit_plan(plan, options.executor, workdir, dry_run=False)
+            result = submit_plan(plan, options.executor, script_dir, dry_run=False)
             _crash_point("sbatch")
             record = sub.done(result)
         watcher_job = None
@@ -230,7 +232,9 @@ def _convergence_changes(ledger: Any, parent_run_id: Optional[int], plan: Plan) 
         before = {o.key: o.value for o in ledger.get_run(parent_run_id).plan().overrides}
     except UserError:
         before = {}
-    return [{"key": o.key, "value": o.value, "previous": before.get(o.key), "reason": o.reason,
+    # the ledger keeps the reason as English text (the Plan itself keeps the message key)
+    return [{"key": o.key, "value": o.value, "previous": before.get(o.key),
+             "reason": o.reason.render("en"),
              "parent_run_id": parent_run_id}
             for o in plan.overrides if o.change_class == "convergence" and before.get(o.key) != o.value]
 
@@ -248,7 +252,7 @@ def resubmit_options(ledger: Any, run: Any, **changes: Any) -> GateOptions:
     the open ledger, the run as parent. A preflight override recorded for the run is carried over
     (with its reason) for the errors it was given for, so a run that needed --force does not stop
     at its own resubmission, while a new error still does."""
-    options = GateOptions(executor=run.executor, workdir=Path(run.work_dir) if run.work_dir else None,
+    options = GateOptions(executor=run.executor, script_dir=Path(run.work_dir) if run.work_dir else None,
                           ledger=ledger, parent_run_id=run.id, action="resubmit")
     inherited = [o for o in ledger.overrides(run.id) if o["kind"] == "preflight"]
     if inherited:

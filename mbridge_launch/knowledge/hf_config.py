@@ -150,3 +150,17 @@ def _model_name(raw: dict[str, Any], file: Path) -> str:
     if isinstance(name, str) and name.strip():
         return "hf:" + name.strip().rstrip("/").split("/")[-1]
     return "hf:" + (file.parent.name or "config")
+
+
+def hf_model_type(path: str | Path) -> str:
+    """The config's model_type ('llama', 'qwen3_moe', ...; a VLM's text model's), '' when absent."""
+    try:
+        raw = json.loads(_config_file(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UserError):
+        return ""
+    if not isinstance(raw, dict):
+        return ""
+    for nested in ("text_config", "llm_config", "language_config"):
+        if isinstance(raw.get(nested), dict) and raw[nested].get("model_type"):
+            return str(raw[nested]["model_type"])
+    return str(raw.get("model_type") or "")

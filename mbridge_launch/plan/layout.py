@@ -6,15 +6,16 @@ The layout fields both hold are SHARED_FIELDS, those of `planner.rules.LayoutFie
 classes inherit (tests/unit/test_vocabulary.py checks it). Beyond them the Parallelism records
 `dp`, which the Layout derives from the world size; the Layout also carries what the planner reads
 from the rest of the Plan: the world and GPUs per node (cluster section) and the feature switches
-the overrides set (CP communication type, CPU offload, uneven pipeline stages).
+the overrides set (CP communication type, CPU offload, the pipeline split over the recipe's).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from mbridge_launch.plan.model import Parallelism, Plan
-from mbridge_launch.plan.overrides import is_true, whole_number
+from mbridge_launch.plan.overrides import is_true
+from mbridge_launch.planner.pipeline_split import PipelineSplit
 from mbridge_launch.planner.rules import SHARED_FIELDS, Layout
 
 
@@ -27,13 +28,21 @@ def plan_override(plan: Plan, key: str) -> Optional[str]:
     return found
 
 
-def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bool = False) -> Layout:
+def split_of_plan(plan: Plan, recipe_features: Optional[Mapping[str, Any]] = None) -> PipelineSplit:
+    """The pipeline split the run gets: the recipe's own (its features) with the Plan's overrides
+    of the five split settings on top."""
+    base = PipelineSplit.from_settings(recipe_features or {})
+    return PipelineSplit.from_overrides(base, lambda key: plan_override(plan, key))
+
+
+def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bool = False,
+              recipe_features: Optional[Mapping[str, Any]] = None) -> Layout:
     """The planner's Layout of a Plan. `recompute_layers`: N when full recompute covers only N
     layers per pipeline chunk (read from the recipe by the caller); `packing`: the run packs
-    sequences (from its dataset settings)."""
+    sequences (from its dataset settings); `recipe_features`: the recipe's settings (catalog),
+    whose pipeline split the run keeps unless the Plan overrides it."""
     p, c = plan.parallelism, plan.cluster
-    first = whole_number(plan_override(plan, "model.num_layers_in_first_pipeline_stage"))
-    last = whole_number(plan_override(plan, "model.num_layers_in_last_pipeline_stage"))
+    split = split_of_plan(plan, recipe_features)
     return Layout(
         **{name: getattr(p, name) for name in SHARED_FIELDS},
         world=c.total_gpus,
@@ -42,9 +51,8 @@ def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bo
         recompute_layers=recompute_layers if p.recompute == "full" else None,
         packing=packing,
         cpu_offload=is_true(plan_override(plan, "model.cpu_offloading")),
-        uneven_pp=first is not None or last is not None,  # null (or not a number: reported) is the even split
-        first_stage_layers=first,
-        last_stage_layers=last,
+        uneven_pp=split.uneven,  # null (or not a number: reported) is the even split
+        split=split,
     )
 
 

@@ -2,20 +2,32 @@
 
 A Plan is saved as YAML that people read, edit, diff and commit. Loading rejects unknown or
 mistyped fields with a message naming the field and the valid ones. Its hash identifies it.
+
+The constraints of every field live here (positive sizes, Slurm times, env-variable names, the run
+name, the GPU type, auto-rollback bounds, ...), so that every command that loads a Plan refuses a
+bad one the same way, with every error at once (`PlanInvalid`), and the consumers trust it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError, field_validator
+from pydantic.functional_validators import AfterValidator
+from pydantic_core import PydanticCustomError
+from pydantic_core.core_schema import ValidationInfo
 
 from mbridge_launch import __version__
-from mbridge_launch.base.errors import UserError
-from mbridge_launch.knowledge.vocabulary import goal_or_none
+from mbridge_launch.base import slurm_time
+from mbridge_launch.base.errors import UserError, printable_value
+from mbridge_launch.base.i18n import Msg
+from mbridge_launch.base.quoting import is_env_name, is_safe_name
+from mbridge_launch.knowledge.vocabulary import GPU_TYPES, goal_or_none, gpu_type_or_none
+from mbridge_launch.plan.settings import override_text
 from mbridge_launch.planner.rules import LayoutFields
 
 PLAN_SCHEMA_VERSION = 1
@@ -28,9 +40,68 @@ Recompute = Literal["none", "selective", "full"]
 LaunchShape = Literal["srun", "torchrun"]
 Severity = Literal["error", "warning", "info"]
 
+# The Slurm time forms (sbatch --time), listed when a Plan's time is not one of them.
+TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS"
+
+
+# ---------------------------------------------------------------------- field constraints
+# Each raises a PydanticCustomError whose type names its message (plan.error.<type>) and whose
+# context fills it, so that every error of a Plan is reported in the user's language.
+def _at_least(minimum: int) -> Any:
+    def check(value: Optional[int]) -> Optional[int]:
+        if value is not None and value < minimum:
+            raise PydanticCustomError("at_least", "must be at least {min}", {"min": minimum})
+        return value
+    return check
+
+
+def _env_name(value: str) -> str:
+    if not is_env_name(value):
+        raise PydanticCustomError("env_name", "not an environment variable name")
+    return value
+
+
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise PydanticCustomError("absolute", "not an absolute path")
+    return value
+
+
+def _scalar_text(value: Any) -> Any:
+    """A YAML scalar as the text run_recipe.py's KEY=VALUE takes (`4`, `true`, `null` written
+    unquoted by hand); lists and mappings are left for the str type to refuse."""
+    if isinstance(value, (dict, list, str)):
+        return value
+    return override_text(value)
+
+
+def _number_text(value: Any) -> Any:
+    """An environment value written as a bare number (`CUDA_DEVICE_MAX_CONNECTIONS: 1`) is its
+    text; true/false are refused (is it 1, true or yes?) by the str type."""
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvValue = Annotated[str, BeforeValidator(_number_text)]
+ScalarText = Annotated[str, BeforeValidator(_scalar_text)]
+
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True,
+                              arbitrary_types_allowed=True)
+
+
+def _message(value: Any) -> Msg:
+    try:
+        return Msg.from_data(value)
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+
+
+# A message stored in a Plan: its key and parameters, never rendered text, so that a Plan (and its
+# hash) is the same in every language; rendered when shown. A plain string (a hand-written reason,
+# or a Plan written before messages were data) is kept as literal text.
+StoredMessage = Annotated[Msg, BeforeValidator(_message), PlainSerializer(lambda m: m.as_data())]
 
 
 class CatalogRef(_Strict):
@@ -50,7 +121,20 @@ class DatasetSpec(_Strict):
     selector: str = Field(description="run_recipe.py --dataset selector (mock, megatron-indexed, squad, ...)")
     data_paths: list[str] = Field(default_factory=list, description="megatron-indexed prefixes (a blend)")
     weights: Optional[list[float]] = Field(default=None, description="blend weights, one per prefix")
-    fields: dict[str, str] = Field(default_factory=dict, description="other dataset.* settings, e.g. dataset_root")
+    fields: dict[str, ScalarText] = Field(default_factory=dict, description="other dataset.* settings, e.g. dataset_root")
+
+    @field_validator("weights")
+    @classmethod
+    def _one_positive_weight_per_path(cls, value: Optional[list[float]], info: ValidationInfo) -> Optional[list[float]]:
+        if value is None:
+            return value
+        if any(not w > 0 for w in value):  # `not >` also refuses nan
+            raise PydanticCustomError("weights_positive", "every blend weight must be above 0")
+        paths = info.data.get("data_paths")  # absent when data_paths itself is invalid (reported there)
+        if paths is not None and len(value) != len(paths):
+            raise PydanticCustomError("weights_count", "{weights} weights for {paths} data paths",
+                                      {"weights": len(value), "paths": len(paths)})
+        return value
 
 
 # mypy counts a pydantic model as a non-frozen dataclass, which it does not let inherit from a frozen
@@ -61,6 +145,11 @@ class Parallelism(_Strict, LayoutFields):  # type: ignore[misc]
 
     recompute: Recompute = "none"
     dp: int = 1
+
+    # sizes and counts are at least 1; vp and etp when set (vp 1 is no interleaving, as Megatron
+    # reads it; the planner writes None or >= 2, and rules.RULE_VP_PP says when VP needs PP > 1)
+    _positive = field_validator("tp", "pp", "cp", "ep", "mbs", "gbs", "seq_length", "dp", "vp", "etp")(
+        _at_least(1))
 
     @property
     def model_parallel(self) -> int:
@@ -79,13 +168,14 @@ class Override(_Strict):
     value: str = Field(description="value as written after KEY= on the run_recipe.py line")
     from_: Optional[str] = Field(default=None, alias="from", description="the recipe's default, if known")
     change_class: ChangeClass = Field(alias="class")
-    reason: str = ""
+    # default: empty literal text, which is stored as "" (plans without a reason keep their hash)
+    reason: StoredMessage = Field(default_factory=lambda: Msg.from_data(""), description="why (a message key and parameters)")
     source: ChangeSource = "user"
 
 
 class Mount(_Strict):
-    source: str
-    target: str
+    source: str = Field(min_length=1)
+    target: Annotated[str, AfterValidator(_absolute)] = Field(description="absolute path inside the container")
 
 
 class ClusterProfile(_Strict):
@@ -103,19 +193,45 @@ class Cluster(_Strict):
     qos: Optional[str] = None
     nodes: int = 1
     gpus_per_node: int = 8
-    gpu_type: str = "h100"
-    time: str = "04:00:00"
+    gpu_type: str = Field(default="h100", description="one of vocabulary.GPU_TYPES (an alias is read as its type)")
+    time: str = Field(default="04:00:00", description="sbatch --time, a finite Slurm time")
     exclusive: bool = True
     requeue: bool = True
     signal: Optional[str] = Field(default="USR1@300", description="sbatch --signal for graceful preemption")
     segment: Optional[int] = None
     container_image: Optional[str] = None
     container_mounts: list[Mount] = Field(default_factory=list)
-    env: list[str] = Field(default_factory=list, description="environment variable NAMES forwarded to the job")
-    secrets: list[str] = Field(default_factory=list, description="secret NAMES (HF_TOKEN...) forwarded, never values")
+    env: list[EnvName] = Field(default_factory=list, description="environment variable NAMES forwarded to the job")
+    secrets: list[EnvName] = Field(default_factory=list, description="secret NAMES (HF_TOKEN...) forwarded, never values")
     srun_args: list[str] = Field(default_factory=list)
     sbatch_args: list[str] = Field(default_factory=list)
     profile: ClusterProfile = Field(default_factory=ClusterProfile)
+
+    _positive = field_validator("nodes", "gpus_per_node", "segment")(_at_least(1))
+
+    @field_validator("gpu_type", mode="before")
+    @classmethod
+    def _known_gpu_type(cls, value: Any) -> Any:
+        """Every spelling the commands accept (GB200, h100-sxm, "H100 SXM") is read as its type."""
+        if not isinstance(value, str):
+            return value  # the str type refuses it
+        found = gpu_type_or_none(value)
+        if found is None:
+            raise PydanticCustomError("choice", "not one of {choices}", {"choices": ", ".join(GPU_TYPES)})
+        return found
+
+    @field_validator("time")
+    @classmethod
+    def _slurm_time(cls, value: str) -> str:
+        """The grammar of base.slurm_time; finite and above 0, as `recommend --time` requires (0
+        asks Slurm for no limit, and GPU-hours and the card need a bound)."""
+        try:
+            seconds = slurm_time.parse_seconds(value)
+        except ValueError:
+            raise PydanticCustomError("time", "not a Slurm time ({forms})", {"forms": TIME_FORMS}) from None
+        if not seconds:
+            raise PydanticCustomError("time_finite", "a time limit above 0 ({forms})", {"forms": TIME_FORMS})
+        return value
 
     @property
     def total_gpus(self) -> int:
@@ -127,6 +243,8 @@ class CheckpointPaths(_Strict):
     load: Optional[str] = None
     save_interval: Optional[int] = None
     pretrained_checkpoint: Optional[str] = None
+
+    _positive = field_validator("save_interval")(_at_least(1))
 
 
 class Launch(_Strict):
@@ -153,16 +271,18 @@ class Estimates(_Strict):
 
 class PlanWarning(_Strict):
     code: str
-    message: str
+    message: StoredMessage = Field(description="a message key and parameters, rendered when shown")
     severity: Severity = "warning"
 
 
 class AutoRollback(_Strict):
     enabled: bool = False
     on_nan: bool = True
-    spike_factor: Optional[float] = Field(default=3.0, description="loss > factor x moving median triggers")
-    window: int = Field(default=20, description="iterations in the moving median")
-    max_rollbacks: int = 3
+    # the bounds of rollback.lossmon.LossWatcher: a factor of 1 or less would fire on every step
+    spike_factor: Optional[float] = Field(default=3.0, gt=1, allow_inf_nan=False,
+                                          description="loss > factor x moving median triggers")
+    window: int = Field(default=20, ge=1, description="iterations in the moving median")
+    max_rollbacks: int = Field(default=3, ge=0)
 
 
 class AcceptedCheck(_Strict):
@@ -186,7 +306,7 @@ class Plan(_Strict):
     cluster: Cluster = Field(default_factory=Cluster)
     checkpoint: CheckpointPaths = Field(default_factory=CheckpointPaths)
     launch: Launch = Field(default_factory=Launch)
-    env_vars: dict[str, str] = Field(default_factory=dict, description="non-secret env values (NVIDIA perf settings)")
+    env_vars: dict[EnvName, EnvValue] = Field(default_factory=dict, description="non-secret env values (NVIDIA perf settings)")
     estimates: Estimates = Field(default_factory=Estimates)
     warnings: list[PlanWarning] = Field(default_factory=list)
     auto_rollback: AutoRollback = Field(default_factory=AutoRollback)
@@ -198,6 +318,31 @@ class Plan(_Strict):
         """Every spelling of a goal the commands accept (peft, LoRA, finetune) is read as its
         canonical mode; an unknown word is left for the Literal to refuse with the valid ones."""
         return (goal_or_none(value) or value) if isinstance(value, str) else value
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, value: int) -> int:
+        if value != PLAN_SCHEMA_VERSION:
+            raise PydanticCustomError("choice", "not one of {choices}", {"choices": str(PLAN_SCHEMA_VERSION)})
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        """Job name, checkpoint folder and NeMo-Run title, unquoted: what `recommend --name` takes."""
+        if not is_safe_name(value):
+            raise PydanticCustomError("safe_name", "only letters, digits, '.', '_' and '-'")
+        return value
+
+    @field_validator("overrides", mode="before")
+    @classmethod
+    def _override_values_as_text(cls, value: Any) -> Any:
+        """A hand-written `value: 4`, `value: true` or `value: null` is the text the trainer line
+        writes ("4", "true", "null"); a list or mapping is left for the str type to refuse."""
+        if not isinstance(value, list):
+            return value
+        return [{**item, "value": _scalar_text(item["value"])} if isinstance(item, dict) and "value" in item else item
+                for item in value]
 
     # ------------------------------------------------------------------ identity
     def canonical_dict(self) -> dict[str, Any]:
@@ -253,11 +398,115 @@ def load_plan(path: str | Path) -> Plan:
 
 def plan_from_dict(data: Any, where: str = "<plan>") -> Plan:
     if not isinstance(data, dict):
-        raise UserError("plan.invalid_field", field="(top level)", path=where, reason="expected a mapping")
+        raise PlanInvalid(where, [("(top level)", "plan.error.mapping", {"value": _shown(data)})])
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
-        raise _plan_error(exc, where) from None
+        raise PlanInvalid(where, [_problem(err) for err in exc.errors()]) from None
+
+
+class PlanInvalid(UserError):
+    """Every error of a Plan at once: one line each (field, bad value, what is valid), after a
+    count line; a single error is one line. Exit 2 like any bad input."""
+
+    def __init__(self, path: str, problems: list[tuple[str, str, dict[str, object]]]) -> None:
+        self.path = path
+        self.problems = problems  # (dotted field, message key, its parameters)
+        super().__init__("plan.invalid_many", path=path, count=len(problems))
+
+    def render(self, lang: str | None = None) -> str:
+        from mbridge_launch.base.i18n import t
+
+        def line(field: str, key: str, params: dict[str, object]) -> str:
+            shown = {k: (t("plan.error.hidden", lang=lang) if v is _HIDDEN else v) for k, v in params.items()}
+            return t("plan.error.line", lang=lang, field=field, problem=t(key, lang=lang, **shown))
+
+        lines = [line(*problem) for problem in self.problems]
+        if len(lines) == 1:
+            return t("plan.invalid_one", lang=lang, path=printable_value(self.path), error=lines[0])
+        head = t("plan.invalid_many", lang=lang, path=printable_value(self.path), count=len(lines))
+        return "\n".join([head, *("  - " + text for text in lines)])
+
+
+# pydantic's own error types -> the suffix of their message (plan.error.<suffix>); the custom
+# errors of the validators above are named after their message already.
+_PYDANTIC_ERRORS = {
+    "greater_than_equal": "at_least", "greater_than": "above", "less_than_equal": "at_most", "less_than": "below",
+    "literal_error": "choice", "missing": "missing", "extra_forbidden": "unknown",
+    "int_type": "integer", "int_parsing": "integer", "int_from_float": "integer",
+    "float_type": "number", "float_parsing": "number", "finite_number": "finite",
+    "bool_type": "boolean", "bool_parsing": "boolean", "string_type": "text", "string_too_short": "empty",
+    "list_type": "list", "dict_type": "mapping", "model_type": "mapping", "model_attributes_type": "mapping",
+    "dataclass_type": "mapping",
+}
+_CUSTOM_ERRORS = ("at_least", "env_name", "absolute", "weights_positive", "weights_count", "choice", "time",
+                  "time_finite", "safe_name")
+_HIDDEN = object()  # a value never echoed (what stands under env_vars, cluster.env, cluster.secrets)
+_VALUE_LIMIT = 80
+
+
+def _dotted(loc: tuple) -> tuple[str, bool]:
+    """The field as the Plan file names it (cluster.container_mounts[0].target), and whether the
+    error is about a mapping's key rather than its value."""
+    text, is_key = "", False
+    for part in loc:
+        if part == "[key]":
+            is_key = True
+        elif isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            name = str(part)
+            if not (name.replace("_", "").isalnum() and name.isascii()):
+                name = _shown(name)  # a mapping key the user wrote: quoted, escaped, bounded
+            text += ("." if text else "") + name
+    return text or "(top level)", is_key
+
+
+def _shown(value: Any) -> str:
+    """A bad value as the user wrote it: JSON-quoted (control characters escaped), bounded."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    text = str(printable_value(text))
+    return text if len(text) <= _VALUE_LIMIT else text[:_VALUE_LIMIT - 3] + "..."
+
+
+def _secret_place(loc: tuple, is_key: bool) -> bool:
+    """Values there may be secrets (a token pasted where a name belongs): shown as hidden."""
+    if loc[:1] == ("env_vars",):
+        return not is_key
+    return loc[:2] in (("cluster", "env"), ("cluster", "secrets"))
+
+
+def _problem(err: Any) -> tuple[str, str, dict[str, object]]:
+    """One pydantic error as (dotted field, message key, parameters)."""
+    loc = tuple(err.get("loc", ()))
+    kind = err.get("type", "")
+    field, is_key = _dotted(loc)
+    ctx = dict(err.get("ctx") or {})
+    suffix = kind if kind in _CUSTOM_ERRORS else _PYDANTIC_ERRORS.get(kind, "other")
+    value: object = _HIDDEN if _secret_place(loc, is_key) else _shown(err.get("input"))
+    params: dict[str, object] = {"value": value}
+    if suffix == "unknown":
+        owner = _model_at(loc)
+        valid = ", ".join((f.alias or name) for name, f in owner.model_fields.items()) if owner else "?"
+        params = {"valid": valid}
+    elif suffix == "missing":
+        params = {}
+    elif suffix in ("at_least", "above", "at_most", "below"):
+        bound = next((ctx[k] for k in ("min", "ge", "gt", "le", "lt") if k in ctx), "?")
+        params["bound"] = bound
+    elif suffix == "choice":
+        expected = str(ctx.get("choices") or ctx.get("expected", ""))
+        params["choices"] = ", ".join(re.findall(r"'([^']*)'", expected)) or expected
+    elif suffix in ("time", "time_finite"):
+        params["forms"] = ctx.get("forms", TIME_FORMS)
+    elif suffix == "weights_count":
+        params = {"weights": ctx.get("weights", "?"), "paths": ctx.get("paths", "?")}
+    elif suffix == "other":
+        params["reason"] = str(err.get("msg", ""))
+    return field, f"plan.error.{suffix}", params
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:
@@ -280,19 +529,3 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
             return None
         model = nested
     return model if isinstance(model, type) else None
-
-
-def _plan_error(exc: ValidationError, where: str) -> UserError:
-    err = exc.errors()[0]
-    loc = tuple(err.get("loc", ()))
-    dotted = ".".join(str(p) for p in loc) or "(top level)"
-    if err.get("type") == "extra_forbidden":
-        owner = _model_at(loc)
-        valid = ", ".join(
-            (f.alias or name) for name, f in owner.model_fields.items()
-        ) if owner else "?"
-        parent = ".".join(str(p) for p in loc[:-1]) or "the plan"
-        return UserError("plan.unknown_field", field=str(loc[-1]), where=parent, path=where, valid=valid)
-    if err.get("type") == "missing":
-        return UserError("plan.missing_field", field=dotted, path=where)
-    return UserError("plan.invalid_field", field=dotted, path=where, reason=err.get("msg", "invalid"))

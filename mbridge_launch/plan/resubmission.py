@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
+from mbridge_launch.base.i18n import msg
 from mbridge_launch.plan.model import Override, Plan, plan_from_dict
 
 SKIP_KEY = "train.iterations_to_skip"
 SEED_KEY = "rng.seed"
 
 
-def resubmission_plan(plan: Plan, *, reason: str, skip_iters: Iterable[int] = (), seed: Optional[int] = None) -> Plan:
+def resubmission_plan(plan: Plan, *, reason: Any, skip_iters: Iterable[int] = (), seed: Optional[int] = None) -> Plan:
     """The plan to resubmit after a rollback: `skip_iters` added to train.iterations_to_skip
     (the batches are consumed without an update) and/or a new `rng.seed`, each a convergence
     change with `reason`; checkpoint.load set to the save directory when empty, so the new job
@@ -41,12 +42,12 @@ def resubmission_plan(plan: Plan, *, reason: str, skip_iters: Iterable[int] = ()
     return plan_from_dict(data, "resubmission")
 
 
-def skip_plan(plan: Plan, iteration: int, reason: str) -> Plan:
+def skip_plan(plan: Plan, iteration: int, reason: Any) -> Plan:
     return resubmission_plan(plan, reason=reason, skip_iters=[iteration])
 
 
 def auto_rollback_plan(plan: Plan, to_iter: int, trigger: Any) -> Plan:
     """The plan the watcher resubmits: `plan` with the trigger's batch skipped (`trigger`: a
     rollback.lossmon.Trigger, read for its kind and iteration)."""
-    reason = f"auto-rollback to {to_iter} after {trigger.kind} at iteration {trigger.iteration}: skip that batch"
+    reason = msg("change.reason.auto_rollback", to_iter=to_iter, kind=trigger.kind, iteration=trigger.iteration)
     return skip_plan(plan, trigger.iteration, reason)

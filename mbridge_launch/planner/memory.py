@@ -19,7 +19,8 @@ reports in GiB. Components:
 - allowance: CUDA context, cuBLAS/TE workspaces and NCCL buffers (ALLOWANCE_GIB) plus allocator
   fragmentation (FRAGMENTATION of the rest).
 A layout fits when the total is at most HEADROOM x HBM.
-PEFT (LoRA/DoRA) keeps the frozen base weights only (no gradients or optimizer state for them).
+PEFT (LoRA/DoRA) keeps the frozen base weights only (no gradients or optimizer state for them);
+MoE experts on one GPU share one adapter (Bridge's share_expert_adapters).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from functools import lru_cache
 
 from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.knowledge.vocabulary import recipe_task
+from mbridge_launch.planner.pipeline_split import EVEN, mtp_layers, split_of
 from mbridge_launch.planner.rules import Layout, recompute_share
 
 GIB = float(2**30)
@@ -73,9 +75,17 @@ def _stage_kinds(arch: ModelArch, layout: Layout, first: bool) -> tuple[str, ...
     pp = layout.pp
     if pp == 1:
         return kinds
-    if layout.uneven_pp and layout.first_stage_layers is not None:
-        n = layout.first_stage_layers if first else (layout.last_stage_layers or layout.first_stage_layers)
-        return kinds[:n] if first else kinds[len(kinds) - n:]
+    split = split_of(layout)
+    if split is not None and split.kind != EVEN:
+        # the declared split: virtual stages in order hold consecutive layers
+        rank = 0 if first else pp - 1
+        held: list[str] = []
+        offset = 0
+        for share in split.virtual_stages(len(kinds), pp, layout.vp_size, mtp_layers(arch)):
+            if share.rank == rank:
+                held.extend(kinds[offset:offset + share.decoders])
+            offset += share.decoders
+        return tuple(held)
     vp = layout.vp_size
     per_chunk = -(-len(kinds) // (pp * vp))
     chunks = [kinds[i:i + per_chunk] for i in range(0, len(kinds), per_chunk)]
@@ -183,7 +193,8 @@ class _MemoryModel:
         self._acts: dict[tuple, tuple[float, float]] = {}
 
     def _stage_params(self, L: Layout, first: bool) -> tuple:
-        key = (L.tp, L.pp, L.vp_size, L.ep, L.etp_size, L.uneven_pp, L.first_stage_layers, L.last_stage_layers, first)
+        key = (L.tp, L.pp, L.vp_size, L.ep, L.etp_size, L.uneven_pp, L.first_stage_layers, L.last_stage_layers, L.split,
+               first)
         hit = self._stages.get(key)
         if hit is not None:
             return hit
@@ -292,13 +303,15 @@ class _MemoryModel:
 
 
 def _adapter_params(arch: ModelArch, kinds: tuple[str, ...], layout: Layout, rank: int = 32) -> float:
-    """LoRA adapters (rank r on linear_qkv, linear_proj, linear_fc1, linear_fc2) on this GPU."""
+    """LoRA adapters (rank r on linear_qkv, linear_proj, linear_fc1, linear_fc2) on this GPU.
+    Grouped MoE expert linears get ONE adapter shared by all the experts local to an EP rank
+    (Megatron Bridge 0.6.2 peft/lora.py: share_expert_adapters=True by default), not one per expert."""
     h, d = arch.hidden_size, arch.head_dim
     n, g = arch.num_attention_heads, arch.kv_groups
     m = 2 if arch.gated_linear_unit else 1
     attn = rank * (h + d * (n + 2 * g)) + rank * (n * d + h)
     mlp = rank * (h + m * (arch.ffn_hidden_size or 0)) + rank * ((arch.ffn_hidden_size or 0) + h)
-    expert = (arch.num_moe_experts or 0) * rank * (2 * h + (m + 1) * arch.expert_ffn) / (layout.ep * layout.etp_size)
+    expert = rank * (2 * h + (m + 1) * arch.expert_ffn / layout.etp_size) if arch.num_moe_experts else 0.0
     total = 0.0
     for kind in kinds:
         total += attn / layout.tp if kind != "M" else 0.0

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field, fields
 from math import gcd
 from typing import TYPE_CHECKING, Any, Optional
 
+from mbridge_launch.planner.pipeline_split import EVEN, PipelineSplit, mtp_layers, split_of
+
 if TYPE_CHECKING:  # imported for type hints only; keeps this module cheap to import
     from mbridge_launch.knowledge.hardware import Hardware
     from mbridge_launch.knowledge.models import ModelArch
+
 
 CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p", "allgather")
 RECOMPUTE = ("none", "selective", "full")
@@ -61,6 +64,9 @@ class Layout(LayoutFields):
     gpus_per_node: Optional[int] = None
     first_stage_layers: Optional[int] = None  # uneven PP: decoder layers on the first stage
     last_stage_layers: Optional[int] = None  # uneven PP: decoder layers on the last stage
+    # the pipeline split (planner.pipeline_split.PipelineSplit); None: even, or the first/last
+    # counts above, or (uneven_pp) the best whole-layer split the throughput model assumes
+    split: Optional[PipelineSplit] = None
 
     @property
     def etp_size(self) -> int:
@@ -120,6 +126,12 @@ class Violation:
 
         return t(self.key, lang=lang, **self.params)
 
+    def as_msg(self) -> Any:
+        """The message unrendered (a base.i18n.Msg), for what is stored (Plans)."""
+        from mbridge_launch.base.i18n import Msg
+
+        return Msg(self.key, **self.params)
+
     def __str__(self) -> str:
         return f"{self.code}: {self.message('en')}"
 
@@ -162,28 +174,29 @@ def valid_tp(arch: ModelArch) -> list[int]:
 
 
 def declared_split(num_layers: int, pp: int, layout: Layout | None) -> tuple[int, int, int] | None:
-    """(first stage, last stage, each middle stage) decoder layers of a split the layout declares
-    with first/last-stage counts, or None when it declares none."""
-    if layout is None or not layout.uneven_pp or layout.first_stage_layers is None:
+    """(first stage, last stage, busiest middle stage) decoder layers of a split the layout
+    declares (its pipeline split or first/last-stage counts), or None when it declares none."""
+    split = split_of(layout) if layout is not None else None
+    if split is None or split.kind == EVEN:
         return None
-    first = layout.first_stage_layers
-    last = layout.last_stage_layers if layout.last_stage_layers is not None else first
-    middle = num_layers - first - (last if pp > 1 else 0)
-    mid_stages = pp - 2
-    return first, last, (-(-middle // mid_stages) if mid_stages > 0 else 0)
+    ranks = [r.decoders for r in split.rank_shares(num_layers, pp, layout.vp_size if layout else 1)]
+    return ranks[0], ranks[-1], max(ranks[1:-1], default=0)
 
 
 def stage_layers(num_layers: int, pp: int, vp: int, layout: Layout | None = None) -> int:
     """Decoder layers on the most loaded pipeline stage (all its virtual chunks)."""
-    split = declared_split(num_layers, pp, layout)
-    if split is not None:
-        return max(split)
+    split = split_of(layout) if layout is not None else None
+    if split is not None and split.kind != EVEN:
+        return max(r.decoders for r in split.rank_shares(num_layers, pp, vp))
     chunks = pp * vp
     return -(-num_layers // chunks) * vp
 
 
 def chunk_layers(num_layers: int, layout: Layout) -> int:
     """Decoder layers in the largest pipeline chunk (a stage's share with VP)."""
+    split = layout.split
+    if split is not None and split.kind != EVEN and layout.pp > 1:
+        return max(s.decoders for s in split.virtual_stages(num_layers, layout.pp, layout.vp_size))
     return -(-num_layers // (layout.pp * layout.vp_size))
 
 
@@ -340,17 +353,16 @@ def _pipeline_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
     layers = arch.num_layers
     vp = L.vp_size
     chunks = L.pp * vp
-    if L.uneven_pp:
-        if L.first_stage_layers is not None:
-            first = L.first_stage_layers
-            last = L.last_stage_layers if L.last_stage_layers is not None else first
-            rest = layers - first - (last if L.pp > 1 else 0)
-            mid = L.pp - 2
-            ok = first >= 1 and last >= 1 and rest >= 0 and (mid <= 0 and rest == 0 or mid > 0 and rest % (mid * vp) == 0)
-            if not ok:
-                out.append(_v("RULE_PP_UNEVEN", "planner.rule.pp_uneven", "pp", severity="error",
-                              layers=layers, pp=L.pp, vp=vp, first=first, last=last, model=arch.name))
-        elif layers + 2 < chunks:
+    split = split_of(L)
+    if split is not None and split.kind != EVEN:
+        # the declared split (pipeline_split.PipelineSplit): Megatron Core's own checks on it
+        for key, params in split.problems(layers, L.pp, L.vp, mtp_layers(arch)):
+            out.append(_v("RULE_PP_UNEVEN", "planner.rule.pp_uneven", "pp", severity="error", model=arch.name,
+                          layers=layers, pp=L.pp, vp=vp, split=split.describe(layers, L.pp, vp, mtp_layers(arch)),
+                          reason=_msg(key, **params)))
+        return
+    if split is None:  # uneven_pp without a concrete split: the planner will choose one
+        if layers + 2 < chunks:
             # an uneven split may count the embedding and the loss as one layer each
             # (account_for_embedding/loss_in_pipeline_split), never fewer than one layer per chunk
             out.append(_v("RULE_PP_LAYERS", "planner.rule.pp_layers", "pp", [p for p in divisors(layers)],
@@ -363,6 +375,12 @@ def _pipeline_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
         else:
             out.append(_v("RULE_PP_LAYERS", "planner.rule.pp_layers", "pp", divisors(layers),
                           layers=layers, pp=L.pp, vp=vp, chunks=chunks, model=arch.name))
+
+
+def _msg(key: str, **params: Any) -> Any:
+    from mbridge_launch.base.i18n import msg
+
+    return msg(key, **params)
 
 
 def _expert_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:

@@ -22,6 +22,9 @@ from typing import Any, Generic, Iterable, TypeVar
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown, estimate_memory, static_memory
+from mbridge_launch.planner.pipeline_split import settle
+from mbridge_launch.planner.pitfall_rules import CODES as PITFALL_CODES
+from mbridge_launch.planner.pitfall_rules import PRICED, grid_pitfalls, layout_pitfalls, ranked_count
 from mbridge_launch.planner.rules import Layout, Violation, check_layout, chunk_layers, divisors, evolve, valid_tp
 from mbridge_launch.planner.throughput import StepEstimate, estimate_step, step_model
 
@@ -47,6 +50,15 @@ class Candidate:
     memory: MemoryBreakdown
     step: StepEstimate
     notes: tuple[str, ...] = ()
+    # the layout pitfalls it carries (planner.pitfall_rules): the ranking puts fewer first
+    pitfalls: tuple[Violation, ...] = ()
+    # why the chosen layout still carries a pitfall: code -> "unavoidable" (no layout that fits
+    # avoids it) or "fewest" (each layout that avoids it carries more pitfalls); set on the best
+    kept_pitfalls: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pitfall_codes(self) -> tuple[str, ...]:
+        return tuple(p.code for p in self.pitfalls)
 
     @property
     def grid(self) -> tuple:
@@ -72,10 +84,39 @@ class Candidate:
 
 @dataclass
 class Rejection:
+    """Layouts rejected for one reason: how many, one example and the rule (its message is what
+    `plan`, `recommend` and the JSON print beside the code)."""
+
     code: str
     count: int
     example: str
     violation: Violation | None = None
+
+    def message(self, lang: str | None = None) -> str:
+        from mbridge_launch.base.i18n import t
+
+        if self.violation is not None:
+            return self.violation.message(lang)
+        return t(_REJECTION_KEYS.get(self.code, "planner.rule.generic"), lang=lang, code=self.code)
+
+    def describe(self, lang: str | None = None) -> str:
+        """'CODE xN (e.g. EXAMPLE): message', the one-line form of the no-layout errors."""
+        from mbridge_launch.base.i18n import t
+
+        return t("planner.rejection_reason", lang=lang, code=self.code, count=self.count,
+                 example=self.example or "-", message=self.message(lang))
+
+
+# Rejections that stand for no single rule violation: their messages.
+_REJECTION_KEYS = {"RULE_MEMORY": "planner.rule.memory", "PRUNED_SLOWER": "planner.rule.pruned"}
+
+
+def rejection_summary(rejected: dict[str, Rejection], limit: int = 3, lang: str | None = None) -> str:
+    """The `limit` most frequent rejections, each with its message, for a no-layout error."""
+    from mbridge_launch.base.i18n import t
+
+    top = sorted(rejected.values(), key=lambda r: -r.count)[:limit]
+    return t("planner.rejection_sep", lang=lang).join(r.describe(lang) for r in top) or "-"
 
 
 @dataclass
@@ -83,10 +124,19 @@ class SearchResult:
     candidates: list[Candidate]
     rejected: dict[str, Rejection] = field(default_factory=dict)
     evaluated: int = 0
+    # pitfall codes some fitting layout did without (planner.pitfall_rules)
+    avoidable: set[str] = field(default_factory=set)
 
     @property
     def best(self) -> Candidate | None:
         return self.candidates[0] if self.candidates else None
+
+    def pitfall_reasons(self, candidate: Candidate) -> tuple[tuple[str, str], ...]:
+        """Why `candidate`, the best of its search, keeps each of its pitfalls: "unavoidable" when
+        no layout that fits did without it, else "fewest" (those that did carry more pitfalls);
+        "priced" for a pitfall the step model weighs through the predicted speed (PRICED)."""
+        return tuple((c, "priced" if c in PRICED else "fewest" if c in self.avoidable else "unavoidable")
+                     for c in candidate.pitfall_codes)
 
 
 @dataclass(frozen=True)
@@ -104,6 +154,11 @@ class Options:
     grad_bytes: float = 4.0  # 2.0: gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false)
     mtp_layers: int | None = None
     moe_token_drop: bool = False
+
+
+def _rule(code: str, key: str, fld: str, **params: Any) -> Violation:
+    """The Violation of a rejection the search decides itself (not from check_layout)."""
+    return Violation(code=code, key=key, params=params, field=fld)
 
 
 def _reject(result: SearchResult, code: str, example: str, violation: Violation | None = None) -> None:
@@ -210,31 +265,41 @@ def search(
             _reject(result, violations[0].code, _grid_label(tp, pp, cp, ep, etp), violations[0])
             continue
         if tp > hw.nvlink_domain:
-            _reject(result, "RULE_TP_NVLINK", _grid_label(tp, pp, cp, ep, etp))
+            _reject(result, "RULE_TP_NVLINK", _grid_label(tp, pp, cp, ep, etp),
+                    _rule("RULE_TP_NVLINK", "planner.rule.tp_nvlink", "tp", tp=tp, domain=hw.nvlink_domain,
+                          gpu=hw.label, valid=", ".join(str(d) for d in divisors(hw.nvlink_domain))))
             continue
         dp = base.dp
         mbs_ok = [m for m in ([options.mbs] if options.mbs else MBS_CHOICES) if gbs % (m * dp) == 0]
         if not mbs_ok:
-            _reject(result, "RULE_GBS", _grid_label(tp, pp, cp, ep, etp) + f" DP={dp}")
+            smallest = options.mbs or MBS_CHOICES[0]
+            _reject(result, "RULE_GBS", _grid_label(tp, pp, cp, ep, etp) + f" DP={dp}",
+                    _rule("RULE_GBS", "planner.rule.gbs", "gbs", gbs=gbs, mbs=smallest, dp=dp, unit=smallest * dp,
+                          valid=", ".join(str(smallest * dp * k) for k in (1, 2, 4, 8, 16))))
             continue
         for fsdp in _fsdp_choices(arch, pp, options, precision):
             if fsdp and pp > 1:
-                _reject(result, "RULE_FSDP_PP", _grid_label(tp, pp, cp, ep, etp, True))
+                _reject(result, "RULE_FSDP_PP", _grid_label(tp, pp, cp, ep, etp, True),
+                        _rule("RULE_FSDP_PP", "planner.rule.fsdp_pp", "pp", pp=pp, valid="1"))
                 continue
             grid = evolve(base, fsdp=fsdp)
             if static_memory(arch, grid, precision=precision, goal=goal, grad_bytes=options.grad_bytes) > limit:
-                _reject(result, "RULE_MEMORY", _grid_label(tp, pp, cp, ep, etp, fsdp))
+                _reject(result, "RULE_MEMORY", _grid_label(tp, pp, cp, ep, etp, fsdp),
+                        _rule("RULE_MEMORY", "planner.rule.memory", "recompute"))
                 continue
             bound = model.bound(evolve(grid, mbs=max(mbs_ok)))  # grows with the micro-batch
             pending.append((bound, grid))
 
     pending.sort(key=lambda item: -item[0])
     best_per_grid: list[Candidate] = []
-    leaders: list[float] = []  # min-heap of the best `top` speeds so far
+    # min-heap of the best `top` (-pitfalls, utility) so far: leaders[0] is the worst of them
+    leaders: list[tuple[int, float]] = []
     skipped = 0
     first_skipped = ""
     for bound, grid in pending:
-        if top and len(leaders) >= top and math.log(bound) + preference(grid) < leaders[0]:
+        # a grid's pitfalls are a lower bound of its layouts' (VP and MBS only add PP_WITHOUT_VP)
+        floor = ranked_count(grid_pitfalls(grid, arch, hw)) if top and len(leaders) >= top else 0
+        if top and len(leaders) >= top and (-floor, math.log(bound) + preference(grid)) < leaders[0]:
             skipped += 1
             first_skipped = first_skipped or _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp)
             continue
@@ -242,13 +307,17 @@ def search(
         if found is not None:
             best_per_grid.append(found)
             if top:
-                heapq.heappush(leaders, -_rank_key(found)[0])
+                key = _rank_key(found)
+                heapq.heappush(leaders, (-key[0], -key[1]))
                 if len(leaders) > top:
                     heapq.heappop(leaders)
     if skipped:
         result.rejected["PRUNED_SLOWER"] = Rejection("PRUNED_SLOWER", skipped, first_skipped)
     ranked = sorted(best_per_grid, key=_rank_key)
     result.candidates = ranked[:top] if top else ranked
+    if result.candidates and result.candidates[0].pitfalls:
+        first = result.candidates[0]
+        result.candidates[0] = replace(first, kept_pitfalls=result.pitfall_reasons(first))
     return result
 
 
@@ -301,8 +370,11 @@ def utility(tokens_per_sec: float, memory_fraction: float, layout: Layout | None
 def _rank_key(c: Candidate) -> tuple:
     L = c.layout
     frac = c.memory.total / c.memory.hbm_gb if c.memory.hbm_gb else 0.0
-    # best utility first; among equals, the simpler layout (less model parallelism, no FSDP)
-    return (-round(utility(c.step.tokens_per_sec_per_gpu, frac, L), 9), L.tp * L.pp * L.cp, L.ep, L.fsdp, L.vp_size, L.mbs)
+    # fewest layout pitfalls first (pitfall_rules: what NVIDIA's tuning avoids, which the step
+    # model does not see, so no predicted speed outweighs it); then the best utility; among
+    # equals, the simpler layout (less model parallelism, no FSDP)
+    return (ranked_count(c.pitfalls), -round(utility(c.step.tokens_per_sec_per_gpu, frac, L), 9), L.tp * L.pp * L.cp, L.ep,
+            L.fsdp, L.vp_size, L.mbs)
 
 
 def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: str, goal: str,
@@ -310,7 +382,9 @@ def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: s
     best: Candidate | None = None
     for trial, memory in grid_variants(arch, hw, grid, precision, goal, opts, result):
         step = model.step(trial)
-        cand = Candidate(trial, memory, step, ("uneven_pp",) if trial.uneven_pp else ())
+        pitfalls = tuple(layout_pitfalls(trial, arch, hw))
+        result.avoidable.update(set(PITFALL_CODES) - {p.code for p in pitfalls})
+        cand = Candidate(trial, memory, step, ("uneven_pp",) if trial.uneven_pp else (), pitfalls)
         if best is None or _rank_key(cand) < _rank_key(best):
             best = cand
     return best
@@ -338,7 +412,8 @@ def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, g
             continue
         fitted_any = False
         for vp in _vp_choices(arch, grid.pp):
-            layout = evolve(grid, mbs=mbs, vp=vp, uneven_pp=arch.num_layers % (grid.pp * (vp or 1)) != 0)
+            # the concrete pipeline split where layers do not divide PP x VP (pipeline_split)
+            layout = settle(evolve(grid, mbs=mbs, vp=vp), arch)
             for recompute, layers in recompute_levels(recomputes, chunk_layers(arch.num_layers, layout),
                                                        partial=not opts.recompute):
                 trial = evolve(layout, recompute=recompute, recompute_layers=layers)
@@ -351,7 +426,8 @@ def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, g
                     break
         if not fitted_any:
             if result is not None:
-                _reject(result, "RULE_MEMORY", _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp) + f" MBS={mbs}")
+                _reject(result, "RULE_MEMORY", _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp) + f" MBS={mbs}",
+                        _rule("RULE_MEMORY", "planner.rule.memory", "recompute"))
             break  # a larger micro-batch needs even more memory
 
 
@@ -377,17 +453,25 @@ def feasible_grids(arch: ModelArch, hw: Hardware, gpus: int, *, gbs: int, seq_le
 
 def best_layout(arch: ModelArch, hardware: Hardware, gpus: int, *, gbs: int, seq_length: int, precision: str = "bf16",
                 goal: str = "pretrain", prefer: Layout | None = None) -> Candidate | None:
-    """The recipe's own layout (`prefer`) when it is valid here and fits, else the search's best;
-    None when no layout works or the architecture lacks fields the estimates need."""
+    """The recipe's own layout (`prefer`) when it is valid here, fits and carries no layout pitfall
+    the search can do without; else the search's best. None when no layout works or the
+    architecture lacks fields the estimates need."""
     if arch is None or arch.missing:
         return None
+    kept_estimate = None
     if prefer is not None:
         kept = replace(prefer, world=gpus, gbs=gbs, seq_length=seq_length)
         if not any(v.severity == "error" for v in check_layout(kept, arch, hardware)):
             estimate = estimate_layout(kept, arch, hardware, precision=precision, goal=goal)
             if estimate is not None and estimate.fits:
-                return replace(estimate, notes=("recipe_layout",))
+                kept_estimate = replace(estimate, notes=("recipe_layout",))
+                if not ranked_count(kept_estimate.pitfalls):
+                    return kept_estimate
     found = search(arch, hardware, gpus, gbs=gbs, seq_length=seq_length, precision=precision, goal=goal, top=1)
+    if kept_estimate is not None and (found.best is None or
+                                      ranked_count(found.best.pitfalls) >= ranked_count(kept_estimate.pitfalls)):
+        # the search does no better on pitfalls: the recipe's layout stays, saying why
+        return replace(kept_estimate, kept_pitfalls=found.pitfall_reasons(kept_estimate))
     return found.best
 
 
@@ -412,4 +496,5 @@ def estimate_layout(
     memory = estimate_memory(arch, layout, hardware.hbm_gb, precision=precision, goal=goal, grad_bytes=grad_bytes)
     step = estimate_step(arch, hardware, layout, precision, goal, mtp_layers=mtp_layers, moe_token_drop=moe_token_drop,
                          grad_bytes=grad_bytes)
-    return Candidate(layout, memory, step, ("uneven_pp",) if layout.uneven_pp else ())
+    return Candidate(layout, memory, step, ("uneven_pp",) if layout.uneven_pp else (),
+                     tuple(layout_pitfalls(layout, arch, hardware)))

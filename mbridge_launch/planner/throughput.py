@@ -37,7 +37,8 @@ from typing import Any
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.planner.flops import FlopsPerToken, flops_per_token
-from mbridge_launch.planner.rules import Layout, declared_split, recompute_share, stage_layers
+from mbridge_launch.planner.pipeline_split import EVEN, split_of
+from mbridge_launch.planner.rules import Layout, recompute_share, stage_layers
 
 
 @dataclass(frozen=True)
@@ -373,12 +374,13 @@ def _slowest_stage_layers(layers: int, pp: int, vp: int, head: float, L: Layout)
     split (Megatron's first/last-stage layer counts or pipeline layout) can give the last rank
     fewer layers, but only whole ones: with 94 layers on 32 stages and a head worth 2.6 layers,
     the best split still has a rank with 3.6 layers' work against a mean of 3.0."""
+    split = split_of(L)
+    if split is not None and split.kind != EVEN:
+        # the declared split: each rank's decoder layers, the head on the rank holding the loss
+        # (the embedding lookup costs next to nothing)
+        return max(r.decoders + (head if r.loss else 0.0) for r in split.rank_shares(layers, pp, vp))
     if not L.uneven_pp:
         return stage_layers(layers, pp, vp) + head
-    split = declared_split(layers, pp, L)
-    if split is not None:
-        first, last, middle = split
-        return max(first, last + head, middle)
     # the last rank keeps j layers, the other PP - 1 ranks share the rest as evenly as they can
     def busiest(j: int) -> float:
         return max(j + head, -(-(layers - j) // (pp - 1)))

@@ -117,7 +117,7 @@ def _time_limit(ctx: PreflightContext, part: Partition) -> list[Check]:
         wanted = parse_seconds(ctx.plan.cluster.time)
         limit = parse_seconds(part.max_time)
     except ValueError:
-        return []  # a malformed Plan time is reported by plan checks (plan.time_invalid)
+        return []  # the partition's MaxTime is not a Slurm time (the Plan's always is: plan.model)
     if limit is not None and (wanted is None or wanted > limit):
         return [Check("cluster.time_over_max", "error", {"time": ctx.plan.cluster.time, "max_time": format_seconds(limit), "partition": part.name}, subject=part.name)]
     return []

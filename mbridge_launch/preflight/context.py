@@ -59,6 +59,10 @@ class PreflightContext:
     plan_path: Path | None = None
     cache_dir: Path | None = None
     progress_stream: Any = None  # where a progress bar may draw (a TTY), or None
+    # where the submit runs (the gate's script directory), where a Plan without launch.workdir
+    # starts its job; None for a preflight of its own, which cannot know it (the current directory
+    # is the best guess then)
+    submit_dir: Path | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def overrides(self) -> dict[str, str]:
@@ -140,8 +144,17 @@ class PreflightContext:
         candidate = Path(os.path.expanduser(path))
         if candidate.is_absolute():
             return candidate
+        return self.job_start_dir() / candidate
+
+    def job_start_dir(self) -> Path:
+        """Where the job starts: launch.workdir (itself relative to the submit directory), else
+        the submit directory; the current directory when the submit directory is not known."""
+        submit = self.submit_dir or Path.cwd()
         base = self.plan.launch.workdir
-        return (Path(os.path.expanduser(base)) if base else Path.cwd()) / candidate
+        if not base:
+            return submit
+        workdir = Path(os.path.expanduser(base))
+        return workdir if workdir.is_absolute() else submit / workdir
 
 
 def run_all(ctx: PreflightContext, groups: Iterable[Callable[[PreflightContext], list[Check]]]) -> list[Check]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from mbridge_launch.base.quoting import is_env_name
 from mbridge_launch.preflight.context import PreflightContext, run_all
 from mbridge_launch.preflight.model import Check
 
@@ -62,14 +61,12 @@ def run_env_checks(ctx: PreflightContext) -> list[Check]:
 def check_names(ctx: PreflightContext) -> list[Check]:
     cluster = ctx.plan.cluster
     checks: list[Check] = []
-    for name in [*cluster.secrets, *cluster.env]:
-        if not is_env_name(name):
-            checks.append(Check("env.name_invalid", "error", {"name": name}, subject=name))
+    # the names are environment variable names (plan.model refuses others at load)
     for name in cluster.secrets:
-        if is_env_name(name) and not ctx.env.get(name):
+        if not ctx.env.get(name):
             checks.append(Check("env.secret_missing", "error", {"name": name}, subject=name))
     for name in cluster.env:
-        if is_env_name(name) and name not in ctx.env and name not in ctx.plan.env_vars:
+        if name not in ctx.env and name not in ctx.plan.env_vars:
             checks.append(Check("env.forward_missing", "warning", {"name": name}, subject=name))
     for name in ctx.plan.env_vars:
         if name in WELL_KNOWN_SECRETS or (secret_named(name) and ctx.plan.env_vars[name]):

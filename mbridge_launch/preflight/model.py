@@ -39,7 +39,7 @@ class Check:
 
         if self.text is not None:
             return self.text
-        return t(self.key or f"preflight.{self.code}", lang=lang, **self._shown_params())
+        return t(self.key or f"preflight.{self.code}", lang=lang, **self._shown_params(lang))
 
     def hint(self, lang: str | None = None) -> str:
         from mbridge_launch.base.i18n import has, t
@@ -49,11 +49,14 @@ class Check:
         key = self.hint_key or f"preflight.{self.code}.hint"
         if not has(key):
             return ""
-        return t(key, lang=lang, **self._shown_params())
+        return t(key, lang=lang, **self._shown_params(lang))
 
-    def _shown_params(self) -> dict[str, Any]:
-        """The parameters as echoed to the terminal (paths and values from the Plan, escaped)."""
-        return {k: printable_value(v) for k, v in self.params.items()}
+    def _shown_params(self, lang: str | None = None) -> dict[str, Any]:
+        """The parameters as echoed to the terminal (paths and values from the Plan, escaped; a
+        stored message, such as a Plan warning, rendered in `lang` first)."""
+        from mbridge_launch.base.i18n import Msg
+
+        return {k: printable_value(v.render(lang) if isinstance(v, Msg) else v) for k, v in self.params.items()}
 
     def to_dict(self, lang: str | None = None) -> dict[str, Any]:
         return {

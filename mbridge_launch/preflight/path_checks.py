@@ -1,5 +1,5 @@
 """Paths and storage: container image, mount sources, checkpoint directories (writable, shared
-by all nodes, room for two checkpoints, existing checkpoints mean a resume), caches for
+by all nodes, room for the checkpoints the run keeps (two, or fewer for a short run), existing checkpoints mean a resume), caches for
 multi-node fine-tuning with packing, the job's working and log directories.
 
 Preflight never writes here: writability is judged from the nearest existing directory (mode
@@ -74,8 +74,7 @@ def check_mounts(ctx: PreflightContext) -> list[Check]:
             checks.append(Check("path.mount_relative", "error", {"source": mount.source, "target": mount.target}, subject=mount.source))
         elif not source.exists():
             checks.append(Check("path.mount_missing", "error", {"source": mount.source, "target": mount.target}, subject=mount.source))
-        if not mount.target.startswith("/"):
-            checks.append(Check("path.mount_target_relative", "error", {"source": mount.source, "target": mount.target}, subject=mount.target))
+        # the target is absolute in every valid Plan (plan.model)
     return checks
 
 
@@ -125,13 +124,36 @@ def check_save_dir(ctx: PreflightContext) -> list[Check]:
     return checks
 
 
+def checkpoints_to_hold(ctx: PreflightContext) -> int:
+    """How many checkpoints the save directory needs room for. Megatron Bridge saves every
+    checkpoint.save_interval iterations and once more at the end of training unless the last
+    iteration was just saved; save_interval 0 turns both off (train.py: `save_interval != 0`).
+    So: none for save_interval 0, one when the run ends at or before the first interval save
+    (the Plan states both numbers), else CHECKPOINTS_OF_ROOM (the new one is written before the
+    old one can go)."""
+    stated = ctx.override("checkpoint.save_interval")
+    interval = whole_number(stated) if stated is not None else ctx.plan.checkpoint.save_interval
+    if interval == 0:
+        return 0
+    iters = whole_number(ctx.override("train.train_iters"))
+    if iters is None:
+        recipe = ctx.recipe()
+        iters = getattr(recipe.value, "train_iters", None) if recipe.ok else None
+    if interval and iters and interval >= iters:
+        return 1
+    return CHECKPOINTS_OF_ROOM
+
+
 def _free_space(ctx: PreflightContext, save: Path) -> list[Check]:
+    count = checkpoints_to_hold(ctx)
+    if count == 0:
+        return [Check("path.save_space_none", "info", {"path": str(save)}, subject=str(save))]
     size = checkpoint_bytes(ctx)
     free = free_bytes(save)
     if size is None or free is None:
         return [Check("path.save_space_unknown", "info", {"path": str(save)}, subject=str(save))]
-    need = size * CHECKPOINTS_OF_ROOM
-    params = {"path": str(save), "free_gb": f"{free / 1e9:.1f}", "need_gb": f"{need / 1e9:.1f}", "ckpt_gb": f"{size / 1e9:.1f}", "count": CHECKPOINTS_OF_ROOM}
+    need = size * count
+    params = {"path": str(save), "free_gb": f"{free / 1e9:.1f}", "need_gb": f"{need / 1e9:.1f}", "ckpt_gb": f"{size / 1e9:.1f}", "count": count}
     if free < need:
         return [Check("path.save_space", "error", params, subject=str(save))]
     return [Check("path.save_space_ok", "info", params, subject=str(save))]

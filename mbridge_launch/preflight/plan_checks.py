@@ -11,12 +11,13 @@ from typing import Any
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.knowledge.vocabulary import FINETUNE_GOALS, PRECISIONS, recipe_task
 from mbridge_launch.plan.overrides import whole_number
+from mbridge_launch.plan.shipped import plan_is_shipped
 from mbridge_launch.preflight.context import PreflightContext, run_all
 from mbridge_launch.preflight.model import Check
 
 
 def run_plan_checks(ctx: PreflightContext) -> list[Check]:
-    return run_all(ctx, (check_recorded_warnings, check_time, check_grid_vs_cluster, check_rules, check_memory,
+    return run_all(ctx, (check_recorded_warnings, check_grid_vs_cluster, check_rules, check_memory,
                          check_catalog, check_recipe_and_data, check_change_control, check_integer_settings,
                          check_container_profile, check_renders))
 
@@ -27,19 +28,8 @@ def check_recorded_warnings(ctx: PreflightContext) -> list[Check]:
     return [
         Check(f"plan.recorded.{w.code}", w.severity, subject=w.code, key="preflight.plan.recorded", params={"message": w.message})
         for w in ctx.plan.warnings
+        if not (w.code.startswith("RULE_") and ctx.arch().ok)  # check_rules reports those afresh
     ]
-
-
-def check_time(ctx: PreflightContext) -> list[Check]:
-    from mbridge_launch.base.slurm_time import parse_seconds
-
-    try:
-        seconds = parse_seconds(ctx.plan.cluster.time)
-    except ValueError:
-        return [Check("plan.time_invalid", "error", {"time": ctx.plan.cluster.time})]
-    if seconds is not None and seconds <= 0:
-        return [Check("plan.time_invalid", "error", {"time": ctx.plan.cluster.time})]
-    return []
 
 
 # ---------------------------------------------------------------------- layout
@@ -106,8 +96,9 @@ def plan_layout(ctx: PreflightContext) -> Any:
     from mbridge_launch.preflight.path_checks import uses_packing
 
     full = ctx.plan.parallelism.recompute == "full"
+    recipe = ctx.recipe()
     return layout_of(ctx.plan, recompute_layers=_block_recompute_layers(ctx) if full else None,
-                     packing=uses_packing(ctx))
+                     packing=uses_packing(ctx), recipe_features=getattr(recipe.value, "features", None) if recipe.ok else None)
 
 
 def check_rules(ctx: PreflightContext) -> list[Check]:
@@ -135,8 +126,26 @@ def check_memory(ctx: PreflightContext) -> list[Check]:
     total, usable, hbm, source = fit
     params = {"total": f"{total:.1f}", "usable": f"{usable:.1f}", "hbm": f"{hbm:.0f}", "gpu": ctx.plan.cluster.gpu_type, "source": source}
     if total > usable:
+        recipe = ctx.recipe()
+        if recipe.ok and plan_is_shipped(ctx.plan, recipe.value):
+            # NVIDIA ran this layout: an estimate above HBM is more likely the model's error than
+            # an OOM, so it warns (with the way out) until the user changes the layout
+            return [Check("plan.memory_oom", "warning", {**params, "recipe": ctx.plan.recipe.name,
+                                                          "gpus": ctx.plan.cluster.total_gpus, "change": _fitting_change(ctx)},
+                          key="preflight.plan.memory_oom_shipped", hint_key="preflight.plan.memory_oom_shipped.hint")]
         return [Check("plan.memory_oom", "error", params)]
     return [Check("plan.memory_ok", "info", params)]
+
+
+def _fitting_change(ctx: PreflightContext) -> Any:
+    """The smallest change that fits by the memory model (a message), for a shipped layout."""
+    from mbridge_launch.base.i18n import msg
+    from mbridge_launch.plan.shipped import smallest_fitting_change
+
+    arch, hw = ctx.arch(), ctx.hardware()
+    if not arch.ok or not hw.ok:
+        return msg("shipped.change.unknown")
+    return smallest_fitting_change(plan_layout(ctx), arch.value, hw.value, precision=plan_precision(ctx), goal=ctx.plan.mode)
 
 
 def _memory_fit(ctx: PreflightContext) -> tuple[float, float, float, str] | None:
@@ -163,7 +172,10 @@ def _memory_model_fit(ctx: PreflightContext) -> tuple[float, float, float, str] 
         raise LookupError(arch.reason if not arch.ok else hw.reason)
     layout = plan_layout(ctx)
     hbm = float(hw.value.hbm_gb)
-    estimate = memory.estimate_memory(arch.value, layout, hbm, precision=plan_precision(ctx), goal=ctx.plan.mode)
+    # benchmark recipes reduce gradients in bf16 (ddp.grad_reduce_in_fp32=false), as the published runs did
+    grads = memory.BF16_GRAD_BYTES if ctx.plan.recipe.kind == "benchmark" else memory.GRAD_BYTES
+    estimate = memory.estimate_memory(arch.value, layout, hbm, precision=plan_precision(ctx), goal=ctx.plan.mode,
+                                      grad_bytes=grads)
     headroom = float(getattr(memory, "HEADROOM", 1 - HEADROOM_FALLBACK))
     return float(estimate.total), hbm * headroom, hbm, "planner.memory"
 
@@ -195,10 +207,34 @@ def check_catalog(ctx: PreflightContext) -> list[Check]:
     plan_task = recipe_task(ctx.plan.mode)
     if recipe_mode and recipe_mode != plan_task:
         checks.append(Check("plan.recipe_mode_mismatch", "error", {"recipe": name, "recipe_mode": recipe_mode, "mode": ctx.plan.mode}, subject=name))
+    same_layout = _plan_keeps_recipe_layout(ctx, recipe.value)
+    rules_checked = ctx.arch().ok  # check_rules evaluates every rule on the Plan's own layout and system
     for finding in getattr(recipe.value, "findings", None) or ():
         code, message, severity = _finding_fields(finding)
+        layout_rule = code.startswith("RULE_") and code not in _MODEL_FINDINGS
+        if (layout_rule or code in _LAYOUT_FINDINGS) and not same_layout or layout_rule and rules_checked:
+            # computed for the recipe's own layout (and its split settings) on the recipe's system:
+            # where check_rules runs on the Plan's layout, split and gpu_type, it has the answer
+            # (a Plan that adds the split settings a recipe lacks is not refused for the recipe)
+            continue
         checks.append(Check("plan.recipe_finding", severity, {"recipe": name, "code": code, "finding": message}, subject=name))
     return checks
+
+
+# Rule findings about the model and the recipe's sequence length alone, whatever the layout
+_MODEL_FINDINGS = frozenset({"RULE_SEQ_POSITIONS"})
+# Catalog findings (catalog_sync.findings) about the recipe's own layout and batch
+_LAYOUT_FINDINGS = frozenset({"expert_grid_exceeds_gpus", "gbs_not_divisible", "sp_without_tp", "seq_length_mismatch",
+                              "pp_split_not_divisible", "vp_split_not_divisible"})
+
+
+def _plan_keeps_recipe_layout(ctx: PreflightContext, recipe: Any) -> bool:
+    """The Plan runs the recipe's own layout, GPU count and system (a finding about them holds)."""
+    p, c = ctx.plan.parallelism, ctx.plan.cluster
+    same = (p.tp, p.pp, p.vp or 1, p.cp, p.ep, p.mbs, p.gbs) == (
+        recipe.tp or 1, recipe.pp or 1, recipe.vp or 1, recipe.cp or 1, recipe.ep or 1, recipe.mbs or 1, recipe.gbs or 1)
+    system = recipe.hardware in (None, c.gpu_type)
+    return same and system and (recipe.gpus in (None, c.total_gpus))
 
 
 def _finding_fields(finding: Any) -> tuple[str, str, str]:

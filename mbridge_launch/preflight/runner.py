@@ -1,7 +1,7 @@
 """Run the preflight groups in order and collect one Report.
 
 Python API: `run_preflight(plan, *, cluster=True, on_nodes=False) -> Report`. Groups: plan, data,
-paths, environment (no cluster needed), then cluster (read-only Slurm queries and `sbatch
+paths, training entry, environment (no cluster needed), then cluster (read-only Slurm queries and `sbatch
 --test-only`) unless cluster=False, then the node check (the only submission) if on_nodes.
 A group that crashes becomes an error check naming it: a preflight that cannot look must not
 pass.
@@ -41,6 +41,7 @@ def run_preflight(
     progress_stream: Any = None,
     client: Any = None,
     node_timeout_s: float | None = None,
+    submit_dir: Path | None = None,
 ) -> Report:
     """Check `plan` and return the Report (report.ok, report.exit_code, report.to_json()).
 
@@ -49,7 +50,9 @@ def run_preflight(
     env: the submitting environment (default os.environ; SLURM_CONF and secrets come from it).
     plan_text: the Plan file as written, scanned for secret values along with the Plan.
     progress_stream: where a progress bar may draw (only if it is a terminal).
-    client: a SlurmClient (tests pass one to count queries)."""
+    client: a SlurmClient (tests pass one to count queries).
+    submit_dir: where the submit will run (the gate's script directory), where a Plan without
+    launch.workdir starts its job; None: not known yet (a preflight of its own)."""
     if not isinstance(plan, Plan):
         from mbridge_launch.plan.model import load_plan
 
@@ -58,7 +61,8 @@ def run_preflight(
         if plan_text is None:
             plan_text = path.read_text(encoding="utf-8")
     environment = dict(os.environ if env is None else env)
-    ctx = PreflightContext(plan=plan, env=environment, plan_text=plan_text, cache_dir=cache_dir(environment), progress_stream=progress_stream)
+    ctx = PreflightContext(plan=plan, env=environment, plan_text=plan_text, cache_dir=cache_dir(environment), progress_stream=progress_stream,
+                           submit_dir=submit_dir)
     report = _run_groups(ctx, cluster, on_nodes, environment, client, node_timeout_s)
     from mbridge_launch.preflight.acceptance import apply_acceptances
 
@@ -69,6 +73,7 @@ def run_preflight(
 def _run_groups(ctx: PreflightContext, cluster: bool, on_nodes: bool, environment: dict, client: Any,
                 node_timeout_s: float | None) -> Report:
     from mbridge_launch.preflight.data_checks import run_data_checks
+    from mbridge_launch.preflight.entry_checks import run_entry_checks
     from mbridge_launch.preflight.env_checks import run_env_checks
     from mbridge_launch.preflight.path_checks import run_path_checks
     from mbridge_launch.preflight.plan_checks import run_plan_checks
@@ -77,6 +82,7 @@ def _run_groups(ctx: PreflightContext, cluster: bool, on_nodes: bool, environmen
     report.add(_guard("plan", lambda: run_plan_checks(ctx)))
     report.add(_guard("data", lambda: run_data_checks(ctx)))
     report.add(_guard("paths", lambda: run_path_checks(ctx)))
+    report.add(_guard("entry", lambda: run_entry_checks(ctx)))
     report.add(_guard("env", lambda: run_env_checks(ctx)))
     if not cluster and not on_nodes:
         report.add([Check("cluster.skipped", "info", {})])

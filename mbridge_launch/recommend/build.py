@@ -6,13 +6,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mbridge_launch.base.errors import NoLayoutError, UserError
-from mbridge_launch.base.i18n import t
+from mbridge_launch.base.i18n import Msg, msg, t
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
-from mbridge_launch.plan import settings
+from mbridge_launch.plan import settings, shipped
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.recommend import select
 from mbridge_launch.recommend.changes import Change
 from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_vlm, vlm_selectors
+from mbridge_launch.recommend.estimate_missing import hf_config_and_estimate_warnings
 from mbridge_launch.recommend.pitfalls import find_pitfalls
 from mbridge_launch.recommend.request import Request
 from mbridge_launch.recommend.resize import Resized, resize_layout
@@ -33,17 +34,20 @@ class Recommendation:
     nodes: int
     gpus_per_node: int
     changes: list[Change] = field(default_factory=list)
-    warnings: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, Msg]] = field(default_factory=list)  # (code, message to render)
     estimate: Any = None
     notes: list[str] = field(default_factory=list)
+    refit_cause: Any = None  # a Msg: why the layout moved at the recipe's own count, when not memory
 
 
 def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = None) -> Any:
     """The recipe's layout at `world` GPUs, with the user's recompute/FSDP/packing overrides
     (they change what fits and which rules apply: packing needs MBS=1)."""
+    from mbridge_launch.planner.pipeline_split import recipe_split
     from mbridge_launch.planner.rules import Layout
 
     overrides = overrides or {}
+    split = recipe_split(recipe)  # the recipe's own pipeline split (kept while its PP x VP is)
     return Layout(tp=recipe.tp or 1, pp=recipe.pp or 1, vp=recipe.vp or None, cp=recipe.cp or 1,
                   ep=recipe.ep or 1, etp=recipe.etp, sp=bool(recipe.sp), mbs=recipe.mbs or 1,
                   gbs=recipe.gbs or 1, seq_length=recipe.seq_length or recipe.dataset_seq_length or 4096,
@@ -51,7 +55,8 @@ def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = N
                   recompute_layers=settings.recompute_layers(recipe, overrides),
                   fsdp=settings.megatron_fsdp(recipe, overrides),
                   packing=bool(settings.offline_packing(recipe, overrides).value),
-                  cp_comm_type=(recipe.features or {}).get("cp_comm_type"))
+                  cp_comm_type=(recipe.features or {}).get("cp_comm_type"),
+                  split=split, uneven_pp=split.uneven)
 
 
 def _nodes_for(gpus: int, per_node: int, gpu_type: str) -> tuple[int, int]:
@@ -113,16 +118,18 @@ def recommend(request: Request) -> Recommendation:
     from mbridge_launch.knowledge.catalog import load_catalog
     from mbridge_launch.knowledge.hardware import get_hardware
     from mbridge_launch.knowledge.hf_config import arch_from_hf_config
-    from mbridge_launch.knowledge.models import load_arch, resolve_model
+    from mbridge_launch.knowledge.models import load_arch
     from mbridge_launch.planner import rules
+    from mbridge_launch.planner.pipeline_split import recipe_split, settle_for_recipe
     from mbridge_launch.recommend import changes
+    from mbridge_launch.recommend.hf_config_check import resolve_model_for
 
     hardware = get_hardware(request.gpu_type)
     gpu_type = hardware.name
     if request.precision:
         hardware.check_precision(request.precision)  # fp8mx / nvfp4 need Blackwell: exit 2, not a bad plan
     catalog = load_catalog(request.catalog_version)
-    model = resolve_model(request.model)
+    model = resolve_model_for(request)  # with --hf-config, an unknown name gets the nearest recipe models
     arch = arch_from_hf_config(request.hf_config) if request.hf_config else load_arch(model)
     if request.benchmark:
         recipe = select.select_benchmark(catalog, model, request.recipe_mode, gpu_type=gpu_type,
@@ -134,22 +141,25 @@ def recommend(request: Request) -> Recommendation:
     dataset, notes = choose_dataset(request.goal, recipe, request.dataset)
     precision = request.precision or recipe.precision or "bf16"
     overrides = {o.path: o.value or "" for o in request.overrides}
-    world, resized, raised_from = _fit_world(request, recipe, arch, hardware, precision, overrides)
+    world, resized, fit_warnings = _fit_world(request, recipe, arch, hardware, precision, overrides)
+    fit = dict(fit_warnings)  # code -> message
     nodes, per_node = _nodes_for(world, hardware.gpus_per_node, gpu_type)
     rec = Recommendation(request, model, recipe, catalog, hardware, arch, dataset, None, nodes, per_node, notes=notes)
-    if raised_from is not None:
-        rec.notes.append(t("recommend.gpus_raised", recipe=recipe.name, from_gpus=t("count.gpus", count=raised_from),
-                                 to_gpus=t("count.gpus", count=world)))
+    for code in ("SHIPPED_LAYOUT_INVALID", "SHIPPED_SPLIT_ADDED"):
+        if code in fit:
+            rec.warnings.append((code, fit[code]))
+            rec.refit_cause = msg("change.reason.refit_rule", rule=fit[code].params["rule"])
 
     if recipe.kind == "benchmark":
         layout, old_gbs = _weak_scale(recipe, world, overrides)
         resized = Resized(layout, None, old_gbs)
         if old_gbs is not None:
             rec.changes.append(Change("train.global_batch_size", old_gbs, layout.gbs, "benchmark_only",
-                                      t("change.reason.weak_scale", from_gpus=recipe.gpus, to_gpus=world,
+                                      msg("change.reason.weak_scale", from_gpus=recipe.gpus, to_gpus=world,
                                         old=old_gbs, new=layout.gbs), "resize"))
     planned = _explicit_etp(resized.layout, recipe)
     layout = _apply_user_layout(planned, request, recipe)
+    layout = settle_for_recipe(layout, arch, recipe_split(recipe), recipe.pp or 1, recipe.vp or 1, overrides)
     errors = [v for v in rules.check_layout(layout, arch, hardware) if v.severity == "error"]
     if errors:
         raise _override_error(errors, request)
@@ -157,24 +167,31 @@ def recommend(request: Request) -> Recommendation:
     same = layout == resized.layout
     rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal)
     changes.record_layout_changes(rec, _recipe_layout(recipe, world, overrides), layout)
+    changes.record_split_changes(rec, recipe_split(recipe), layout.split)
     changes.record_user_changes(rec)
     changes.record_choice_changes(rec)
-    rec.warnings = find_pitfalls(recipe=recipe, layout=layout, arch=arch, hardware=hardware, dataset=dataset,
+    rec.warnings = rec.warnings + find_pitfalls(recipe=recipe, layout=layout, arch=arch, hardware=hardware, dataset=dataset,
                                  dataset_is_vlm=_dataset_has_images(recipe, dataset), vlm_choices=vlm_selectors(request.goal),
                                  overrides=overrides,
-                                 seq_changed=any(c.field == "model.seq_length" for c in rec.changes))
+                                 seq_changed=any(c.field == "model.seq_length" for c in rec.changes), estimate=rec.estimate)
     if arch is None:
-        rec.warnings.append(("ARCH_UNKNOWN", t("pitfall.arch_unknown", model=model)))
+        rec.warnings.append(("ARCH_UNKNOWN", msg("pitfall.arch_unknown", model=model)))
     if resized.gbs_changed_from is not None and recipe.kind == "library":
-        rec.warnings.append(("GBS_CHANGED", t("pitfall.gbs_changed", old=resized.gbs_changed_from, new=layout.gbs)))
+        rec.warnings.append(("GBS_CHANGED", msg("pitfall.gbs_changed", old=resized.gbs_changed_from, new=layout.gbs)))
     # an H100 recipe on H200 is the same compute generation with more memory: no substitute
     substitute = recipe.hardware and recipe.hardware != gpu_type and (recipe.hardware, gpu_type) != ("h100", "h200")
     if substitute and not any(code == "BLACKWELL_ONLY" for code, _ in rec.warnings):
-        rec.warnings.append(("HARDWARE_SUBSTITUTE", t("pitfall.hardware_substitute", kind=t(f"card.kind_short.{recipe.kind}"),
+        rec.warnings.append(("HARDWARE_SUBSTITUTE", msg("pitfall.hardware_substitute", kind=msg(f"card.kind_short.{recipe.kind}"),
                                                      gpu_type=gpu_type, hardware=recipe.hardware, recipe=recipe.name)))
-    if rec.estimate is not None and not getattr(rec.estimate, "fits", True):
-        rec.warnings.append(("MEMORY_OVER", t("pitfall.memory_over", mem=rec.estimate.memory_total_gb,
+    if "GPUS_RAISED" in fit:
+        rec.warnings.append(("GPUS_RAISED", fit["GPUS_RAISED"]))
+    if "MEMORY_SHIPPED" in fit and same:
+        # the shipped layout, kept, above HBM by the model: figures and a way out
+        rec.warnings.append(("MEMORY_SHIPPED", fit["MEMORY_SHIPPED"]))
+    elif rec.estimate is not None and not getattr(rec.estimate, "fits", True):
+        rec.warnings.append(("MEMORY_OVER", msg("pitfall.memory_over", mem=rec.estimate.memory_total_gb,
                                               limit=rec.estimate.memory_limit_gb, hbm=hardware.hbm_gb)))
+    rec.warnings += hf_config_and_estimate_warnings(rec)  # --hf-config honesty; why an estimate is missing
     return rec
 
 
@@ -197,12 +214,23 @@ def _explicit_etp(layout: Any, recipe: Any) -> Any:
 
 
 def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precision: str,
-               overrides: dict[str, str]) -> tuple[int, Any, int | None]:
-    """The GPU count and resized layout. With --gpus the user's count is final. Without it the
-    recipe's canonical count is used, or, when the memory model says the recipe's layout cannot fit
-    there, the smallest count (doubling, up to 8x) that fits, reported as a note."""
+               overrides: dict[str, str]) -> tuple[int, Any, list[tuple[str, Msg]]]:
+    """The GPU count, the resized layout and a warning about the fit. A library recipe asked for
+    at its own count and system is kept as NVIDIA ships it (no resize, no other count): where the
+    memory model puts it above HBM, the warning gives the figures and the smallest change that fits
+    by the model. With --gpus at another count the user's count is final and a layout that cannot
+    fit is a NoLayoutError. Without --gpus on another system (or sequence length) the recipe's count
+    is tried first, then the smallest count (doubling, up to 8x) that fits, said in the warning."""
     if recipe.kind == "benchmark":
-        return request.gpus or recipe.gpus or 1, None, None
+        return request.gpus or recipe.gpus or 1, None, []
+    if shipped.is_shipped_request(recipe, gpus=request.gpus, gpu_type=hardware.name, seq_length=request.seq_length,
+                                  precision=request.precision):
+        kept = _shipped(recipe, arch, hardware, precision, request.goal, overrides)
+        if kept[1] is not None:
+            return kept
+        rule_warnings = kept[2]  # the shipped layout breaks a Megatron rule: resized, and said so
+    else:
+        rule_warnings = []
     start = request.gpus or recipe.gpus or 1
     if request.gpus:
         _nodes_for(start, hardware.gpus_per_node, hardware.name)  # whole nodes, or one clear error
@@ -219,9 +247,53 @@ def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precisio
             if i == len(counts) - 1:
                 raise
             continue
-        return world, resized, (start if world != start else None)
+        if world == start:
+            return world, resized, rule_warnings
+        return world, resized, [("GPUS_RAISED", msg("pitfall.gpus_raised", recipe=recipe.name, gpu_type=hardware.name,
+                                                    from_gpus=msg("count.gpus", count=start),
+                                                    to_gpus=msg("count.gpus", count=world)))]
     raise NoLayoutError("recommend.no_layout", model=recipe.model, gpus=start, gpu_type=hardware.name,
                         seq=request.seq_length or recipe.seq_length, reason="-")
+
+
+def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
+             overrides: dict[str, str]) -> tuple[int, Any, list[tuple[str, Msg]]]:
+    """The recipe's own layout at its own count, unchanged, with its estimate. When that layout
+    breaks a parallelism rule here (a catalog finding: the job would stop at Megatron's own check),
+    no layout and a SHIPPED_LAYOUT_INVALID warning naming the rule: it is then resized as any
+    other request."""
+
+    world = recipe.gpus
+    _nodes_for(world, hardware.gpus_per_node, hardware.name)
+    layout = shipped.with_recipe_settings(_recipe_layout(recipe, world, overrides), recipe)
+    warnings: list[tuple[str, Msg]] = []
+    broken = _rule_errors(layout, arch, hardware)
+    if broken and all(v.code in ("RULE_PP_LAYERS", "RULE_VP_LAYERS") for v in broken):
+        # the layers do not split evenly over the shipped PP x VP: keep NVIDIA's layout and add
+        # the split settings Megatron needs (as Bridge's own recipes do for uneven models)
+        from mbridge_launch.planner.pipeline_split import settle
+
+        fixed = settle(layout, arch)
+        if not _rule_errors(fixed, arch, hardware):
+            warnings.append(("SHIPPED_SPLIT_ADDED", msg("pitfall.shipped_split_added", recipe=recipe.name,
+                                                        rule=broken[0].as_msg())))
+            layout, broken = fixed, []
+    if broken:
+        return world, None, [("SHIPPED_LAYOUT_INVALID", msg("pitfall.shipped_layout_invalid", recipe=recipe.name,
+                                                              rule=broken[0].as_msg()))]
+    estimate = _estimate(layout, arch, hardware, precision, goal)
+    if estimate is not None and not estimate.fits:
+        change = shipped.smallest_fitting_change(layout, arch, hardware, precision=precision, goal=goal)
+        warnings.append(("MEMORY_SHIPPED", msg("pitfall.memory_over_shipped", recipe=recipe.name, gpus=world,
+                                         gpu_type=hardware.name, change=change,
+                                         **shipped.over_params(estimate.memory, hardware.hbm_gb))))
+    return world, Resized(layout, estimate, None), warnings
+
+
+def _rule_errors(layout: Any, arch: Any, hardware: Any) -> list[Any]:
+    from mbridge_launch.planner import rules
+
+    return [v for v in rules.check_layout(layout, arch, hardware) if v.severity == "error"]
 
 
 def _override_error(errors: list[Any], request: Request) -> UserError:

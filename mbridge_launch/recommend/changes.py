@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mbridge_launch.base.i18n import t
+from mbridge_launch.base.i18n import Msg, msg
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS, PEFT_GOALS
 from mbridge_launch.plan import settings as S
 from mbridge_launch.plan.changecontrol import CONVERGENCE, classify
@@ -23,7 +23,7 @@ class Change:
     from_: Any
     to: Any
     change_class: str
-    reason: str
+    reason: Msg  # a message key and parameters: rendered when shown, so the Plan is language neutral
     source: str  # resize | user | dataset | launcher
     # True: a KEY=VALUE override the Plan carries in `overrides`. False: carried by another Plan
     # field (--mode for the PEFT scheme, --dataset, checkpoint paths, dataset.data_path).
@@ -31,20 +31,41 @@ class Change:
 
     def as_json(self) -> dict[str, Any]:
         return {"field": self.field, "from": self.from_, "to": self.to, "class": self.change_class,
-                "reason": self.reason, "source": self.source}
+                "reason": str(self.reason), "source": self.source}
 
 
 RECOMPUTE_KEY = "model.recompute_granularity"
 FSDP_KEYS = ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")
 
 
-def _change(field: str, old: Any, new: Any, change_class: str, reason: str, source: str,
+def _change(field: str, old: Any, new: Any, change_class: str, reason: Msg, source: str,
             as_override: bool = True) -> Any:
     return Change(field, old, new, change_class, reason, source, as_override)
 
 
-def _resize_reason(rec: Any, after: Any, reason_key: str) -> str:
-    return t("change.reason.resize", from_gpus=t("count.gpus", count=rec.recipe.gpus), to_gpus=t("count.gpus", count=after.world)) + "; " + t(reason_key)
+def _resize_reason(rec: Any, after: Any, reason_key: str) -> Msg:
+    """Why the layout moved, by its true cause: another GPU count than the recipe's, else another
+    sequence length, else another system, else the memory estimate at the recipe's own count;
+    followed by what kind of setting it is."""
+    return msg("change.reason.joined", first=refit_cause(rec, after), second=msg(reason_key))
+
+
+def refit_cause(rec: Any, after: Any) -> Msg:
+    recipe = rec.recipe
+    if recipe.gpus and recipe.gpus != after.world:
+        return msg("change.reason.resize", from_gpus=msg("count.gpus", count=recipe.gpus),
+                   to_gpus=msg("count.gpus", count=after.world))
+    recipe_seq = recipe.seq_length or recipe.dataset_seq_length
+    if recipe_seq and after.seq_length != recipe_seq:
+        return msg("change.reason.refit_seq_length", old=recipe_seq, new=after.seq_length)
+    system = rec.hardware.name
+    if recipe.hardware and recipe.hardware != system and (recipe.hardware, system) != ("h100", "h200"):
+        return msg("change.reason.refit_system", gpu_type=system, hardware=recipe.hardware)
+    if getattr(rec, "refit_cause", None) is not None:
+        return rec.refit_cause
+    if any(o.path in LAYOUT_KEYS.values() for o in rec.request.overrides):
+        return msg("change.reason.refit_user_layout")
+    return msg("change.reason.refit_memory")
 
 
 def record_layout_changes(rec: Any, before: Any, after: Any) -> None:
@@ -60,7 +81,7 @@ def record_layout_changes(rec: Any, before: Any, after: Any) -> None:
             _record_seq_length(rec, key, old, new, user_keys)
             continue
         if attr == "gbs":
-            reason = t("change.reason.resize_gbs", old=old, mbs=after.mbs, dp=after.dp, gpus=after.world)
+            reason = msg("change.reason.resize_gbs", old=old, mbs=after.mbs, dp=after.dp, gpus=after.world)
             rec.changes.append(_change(key, old, new, CONVERGENCE, reason, "resize"))
             continue
         cls = classify(key, gbs_fixed=before.gbs == after.gbs)
@@ -69,8 +90,24 @@ def record_layout_changes(rec: Any, before: Any, after: Any) -> None:
     _record_fsdp(rec, before, after, user_keys)
 
 
+def record_split_changes(rec: Any, before: Any, after: Any) -> None:
+    """The pipeline split settings (planner.pipeline_split) that differ from the recipe's, unless
+    the user set them: a layout resized to another PP x VP needs its own split."""
+    if after is None:
+        return
+    user_keys = {o.path for o in rec.request.overrides}
+    old = before.settings()
+    for key, value in after.to_overrides(relative_to=before):
+        if key in user_keys:
+            continue
+        cls = classify(key)
+        previous = old[key.removeprefix("model.")]
+        rec.changes.append(_change(key, previous, value, cls.change_class, _resize_reason(rec, rec.layout, cls.reason_key),
+                                   "resize"))
+
+
 def _record_seq_length(rec: Any, key: str, old: Any, new: Any, user_keys: set[str]) -> None:
-    reason = t("change.reason.user_seq_length")
+    reason = msg("change.reason.user_seq_length")
     rec.changes.append(_change(key, old, new, classify(key).change_class, reason, "user"))
     # Bridge reads the model's and the dataset's sequence length separately: move both
     dataset_old = rec.recipe.dataset_seq_length or old
@@ -124,15 +161,33 @@ def record_user_changes(rec: Any) -> None:
     """The user's trailing KEY=VALUE overrides, each with the recipe's value when it is known."""
     paths = {o.path for o in rec.request.overrides}
     gbs_fixed = "train.global_batch_size" not in paths
+    recorded = set()
     for o in rec.request.overrides:
+        default = S.recipe_default(rec.recipe, o.path)
+        if is_no_op(default, o.value):
+            continue  # restating the recipe's value changes nothing: no override, no change record
         cls = classify(o.path, gbs_fixed=gbs_fixed)
-        rec.changes.append(_change(o.key, S.recipe_default(rec.recipe, o.path), o.value, cls.change_class,
-                                   t(cls.reason_key), "user"))
-    if "model.seq_length" in paths and "dataset.seq_length" not in paths:
+        rec.changes.append(_change(o.key, default, o.value, cls.change_class, msg(cls.reason_key), "user"))
+        recorded.add(o.path)
+    if "model.seq_length" in recorded and "dataset.seq_length" not in paths:
         # run_recipe.py reads both; a model-only override would leave the data at the old length
         seq = next(o.value for o in rec.request.overrides if o.path == "model.seq_length")
         rec.changes.append(_change("dataset.seq_length", rec.recipe.dataset_seq_length, seq,
-                                   classify("dataset.seq_length").change_class, t("change.reason.user_seq_length"), "user"))
+                                   classify("dataset.seq_length").change_class, msg("change.reason.user_seq_length"), "user"))
+
+
+def is_no_op(default: Any, value: str | None) -> bool:
+    """An override that restates the recipe's known value (512 for 512, true for True). A
+    default of None is unknown (the catalog does not record it), never a no-op."""
+    if default is None or value is None:
+        return False
+    text = value.strip()
+    if S.override_text(default).lower() == text.lower():
+        return True
+    try:
+        return not isinstance(default, bool) and float(default) == float(text)
+    except (TypeError, ValueError):
+        return False
 
 
 def record_choice_changes(rec: Any) -> None:
@@ -145,15 +200,15 @@ def record_choice_changes(rec: Any) -> None:
     if wanted and wanted != current and "mixed_precision" not in paths:
         cls = classify("mixed_precision")
         rec.changes.append(_change("mixed_precision", current, wanted, cls.change_class,
-                                   t("change.reason.precision_flag", precision=request.precision,
+                                   msg("change.reason.precision_flag", precision=request.precision,
                                      recipe_precision=recipe.precision or current), "user"))
     # --goal dora on a recipe built for LoRA: run_recipe.py --mode dora switches the PEFT scheme
     if recipe.kind == "library" and request.goal in PEFT_GOALS and recipe.peft_scheme \
             and recipe.peft_scheme != request.goal:
         rec.changes.append(_change("peft", recipe.peft_scheme, request.goal, CONVERGENCE,
-                                   t("change.reason.peft_mode", mode=request.goal), "user", as_override=False))
+                                   msg("change.reason.peft_mode", mode=request.goal), "user", as_override=False))
     # --dataset (or the default for the goal) instead of the recipe's own dataset
     default = (recipe.dataset or {}).get("selector")
     if recipe.kind == "library" and default and rec.dataset != default:
-        rec.changes.append(_change("dataset", default, rec.dataset, CONVERGENCE, t("change.reason.dataset_selector"),
+        rec.changes.append(_change("dataset", default, rec.dataset, CONVERGENCE, msg("change.reason.dataset_selector"),
                                    "dataset", as_override=False))

@@ -1,5 +1,11 @@
 """Known pitfalls that apply to a recommendation (issue 2's list), each a (code, message) pair.
 
+The layout pitfalls (PP_WITHOUT_VP, EP_LOW, LONG_CONTEXT_NO_CP, FSDP_TP_H100) are the planner's
+(planner.pitfall_rules), which the search also ranks by: a layout the planner chose carries one
+only when no layout avoids it, and the warning says so. The recipe's own layout at its own GPU
+count and system is NVIDIA's measured choice and, like the recipe's settings below, is not warned
+about; a layout the user's overrides make is.
+
 Settings are read with the user's overrides on top of the recipe (plan.settings). A pitfall
 that NVIDIA's own recipe ships on purpose (a Hopper MoE recipe with overlap_grad_reduce on, a
 benchmark recipe that packs sequences under CUDA graphs with padding set) is not reported
@@ -10,16 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from mbridge_launch.base.i18n import t
+from mbridge_launch.base.i18n import Msg, by_lang, msg
 from mbridge_launch.knowledge.vocabulary import BLACKWELL, HOPPER, RUBIN
 from mbridge_launch.plan import settings as S
+from mbridge_launch.plan.shipped import recipe_seq, same_system
+from mbridge_launch.planner.pitfall_rules import CODES as PITFALL_CODES
+from mbridge_launch.planner.pitfall_rules import PRICED, layout_pitfalls
 
 BLACKWELL_OR_NEWER = (*BLACKWELL, *RUBIN)
-LONG_CONTEXT = 32768
-# 1F1B bubble fraction (PP-1)/(m+PP-1) above which interleaving (VP) is worth its extra communication
-BUBBLE_WORTH_VP = 0.05
-# An MoE layer is EP-starved when each GPU holds more than this many experts.
-EXPERTS_PER_GPU_HIGH = 8
 
 # Catalog findings about the recipe's own layout at its canonical GPU count. The recommended
 # layout is checked afresh by the planner's rules instead (their warnings are reported below), so
@@ -46,32 +50,34 @@ def _finding_fields(finding: Any) -> tuple[str, str, str]:
 
 def find_pitfalls(*, recipe: Any, layout: Any, arch: Any, hardware: Any, dataset: str,
                   dataset_is_vlm: bool | None, vlm_choices: list[str], overrides: dict[str, str],
-                  seq_changed: bool = False) -> list[tuple[str, str]]:
-    from mbridge_launch.base.i18n import current_lang
+                  seq_changed: bool = False, estimate: Any = None) -> list[tuple[str, Msg]]:
+    """The pitfalls of the recommendation; `estimate` (the planner's Candidate for `layout`, when
+    it chose it) says why a layout pitfall was kept."""
     from mbridge_launch.planner import rules
 
     gpu_type = hardware.name
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, Msg]] = []
 
     def add(warning_code: str, key: str, **params: Any) -> None:
-        found.append((warning_code, t(key, **params)))
+        found.append((warning_code, msg(key, **params)))
 
     if recipe.kind == "benchmark":
         add("BENCHMARK_NOT_TRAINING", "pitfall.benchmark_not_training")
-    # --- the layout
-    if layout.pp > 1 and not layout.vp:
-        micro_batches = max(1, layout.gbs // max(1, layout.mbs * layout.dp))
-        bubble = (layout.pp - 1) / (micro_batches + layout.pp - 1)
-        if bubble >= BUBBLE_WORTH_VP:
-            add("PP_WITHOUT_VP", "pitfall.pp_without_vp", pp=layout.pp, bubble=bubble)
+    # --- the layout (the planner's pitfall rules, which its search avoids where it can)
+    if not _is_recipe_layout(recipe, layout, gpu_type):
+        kept: dict[str, str] = dict(getattr(estimate, "kept_pitfalls", None) or ()) if _same_layout(estimate, layout) else {}
+        if arch is None or arch.missing:
+            kept = {code: "no_arch" for code in PITFALL_CODES}  # no search: the layout is the rules' nearest
+        chosen = _same_layout(estimate, layout)  # the search (or resize) chose it, weighing its speed
+        for pitfall in layout_pitfalls(layout, arch, hardware):
+            reason = kept.get(pitfall.code)
+            if reason is None and chosen and pitfall.code in PRICED:
+                reason = "priced"  # the step model prices it in and still predicts this layout fastest
+            if reason is None:
+                found.append((pitfall.code, pitfall.as_msg()))
+            else:
+                add(pitfall.code, f"pitfall.kept_{reason}", message=pitfall.as_msg(), gpus=layout.world or 1)
     experts = getattr(arch, "num_moe_experts", None) if arch is not None else None
-    per_gpu = experts // max(layout.ep, 1) if experts else 0
-    if experts and (layout.world or 0) > layout.ep and (per_gpu > EXPERTS_PER_GPU_HIGH or (layout.ep == 1 and experts > 1)):
-        add("EP_LOW", "pitfall.ep_low", experts=experts, ep=layout.ep, per_gpu=per_gpu)
-    if layout.seq_length >= LONG_CONTEXT and layout.cp == 1:
-        add("LONG_CONTEXT_NO_CP", "pitfall.long_context_no_cp", seq=layout.seq_length)
-    if layout.fsdp and layout.tp > 1 and gpu_type in HOPPER:
-        add("FSDP_TP_H100", "pitfall.fsdp_tp_h100", tp=layout.tp)
     # --- CUDA graphs
     graphs = S.cuda_graphs(recipe, overrides)
     packing = S.offline_packing(recipe, overrides)
@@ -101,14 +107,35 @@ def find_pitfalls(*, recipe: Any, layout: Any, arch: Any, hardware: Any, dataset
         if violation.severity != "warning" or _RULES_COVERED.get(violation.code) in codes:
             continue
         if violation.code not in codes:
-            found.append((violation.code, violation.message()))
+            found.append((violation.code, violation.as_msg()))
             codes.add(violation.code)
     # --- what the catalog found irregular about the recipe itself
-    zh = current_lang() == "zh"
     for finding in recipe.findings or []:
         code, message, message_zh = _finding_fields(finding)
         if code in _LAYOUT_FINDINGS or code.startswith("RULE_") or (code == "seq_length_mismatch" and seq_changed):
             continue
         add(f"RECIPE_{code}".upper(), "pitfall.recipe_finding", code=code,
-            message=message_zh if zh and message_zh else message)
+            message=by_lang(en=message, zh=message_zh or message))
     return found
+
+
+def _same_layout(estimate: Any, layout: Any) -> bool:
+    """The estimate is of this layout (an ETP made explicit, None -> 1, is the same layout)."""
+    def key(L: Any) -> tuple:
+        return (L.tp, L.pp, L.vp, L.cp, L.ep, L.etp_size, L.mbs, L.gbs, L.seq_length, L.fsdp, L.recompute,
+                L.recompute_layers, L.world)
+
+    other = getattr(estimate, "layout", None)
+    return other is not None and key(other) == key(layout)
+
+
+def _is_recipe_layout(recipe: Any, layout: Any, gpu_type: str) -> bool:
+    """The library recipe's own layout at its own GPU count and system, as NVIDIA ships it."""
+    if recipe.kind != "library" or not recipe.gpus or layout.world != recipe.gpus:
+        return False
+    if not same_system(recipe.hardware, gpu_type):
+        return False
+    own = (recipe.tp or 1, recipe.pp or 1, recipe.vp or None, recipe.cp or 1, recipe.ep or 1, recipe.mbs or 1,
+           recipe.gbs or 1, recipe_seq(recipe))
+    return own == (layout.tp, layout.pp, layout.vp or None, layout.cp, layout.ep, layout.mbs, layout.gbs,
+                   layout.seq_length) and bool(layout.fsdp) == bool(S.megatron_fsdp(recipe, {}))

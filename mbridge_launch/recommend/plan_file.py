@@ -32,6 +32,9 @@ def layout_overrides(layout: Any) -> list[str]:
         items += [f"{key}={value}" for key, value in full_recompute_settings(layout.recompute_layers).items()]
     if layout.fsdp:
         items += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={FSDP_SHARDING_STRATEGY}"]
+    if getattr(layout, "split", None) is not None and layout.pp > 1:
+        # the planner's pipeline split (recommend switches off a recipe's own mechanism if it must)
+        items += [f"{key}={value}" for key, value in layout.split.to_overrides()]
     return items
 
 

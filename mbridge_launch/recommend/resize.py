@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mbridge_launch.base.errors import NoLayoutError
+from mbridge_launch.planner.pitfall_rules import ranked_count
 from mbridge_launch.planner.rules import divisors
 
 
@@ -66,7 +67,9 @@ def resize_layout(recipe_layout: Any, *, world: int, seq_length: int, arch: Any,
         if _errors(rules, candidate, arch, hardware):
             continue
         estimate = _planner_estimate(candidate, arch, hardware, precision, goal)
-        if estimate is None or getattr(estimate, "fits", True):
+        # a layout pitfall (planner.pitfall_rules) sends it to the planner, which keeps it only when
+        # no layout carries fewer
+        if estimate is None or (getattr(estimate, "fits", True) and not ranked_count(getattr(estimate, "pitfalls", ()))):
             return Resized(candidate, estimate, gbs_from)
     planned = _planner_best(keep, arch, hardware, world, precision, goal)
     if planned is not None:
@@ -88,17 +91,16 @@ def _planner_best(prefer: Any, arch: Any, hardware: Any, world: int, precision: 
     and nothing fits, there is no layout: NoLayoutError names the most common reason."""
     if arch is None or getattr(arch, "missing", ()):
         return None
-    from mbridge_launch.planner.search import best_layout, search
+    from mbridge_launch.planner.search import best_layout, rejection_summary, search
 
     result = best_layout(arch, hardware, world, gbs=prefer.gbs, seq_length=prefer.seq_length,
                          precision=precision, goal=goal, prefer=prefer)
     if result is None:
         found = search(arch, hardware, world, gbs=prefer.gbs, seq_length=prefer.seq_length,
                        precision=precision, goal=goal, top=1)
-        reasons = sorted(found.rejected.values(), key=lambda r: -r.count)
-        reason = "; ".join(f"{r.code} x{r.count}" + (f" (e.g. {r.example})" if r.example else "") for r in reasons[:3])
+        # each reason with its rule's message, not only the code
         raise NoLayoutError("recommend.no_layout", model=arch.name, gpus=world, gpu_type=hardware.name,
-                            seq=prefer.seq_length, reason=reason or "-")
+                            seq=prefer.seq_length, reason=rejection_summary(found.rejected))
     layout = result.layout
     if prefer.packing and (layout.mbs != 1 or not layout.packing):
         # the search does not model sequence packing, which needs MBS=1 (offline packing); GBS

@@ -7,7 +7,7 @@ from typing import Any
 
 from mbridge_launch.base import slurm_time
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.base.i18n import t
+from mbridge_launch.base.i18n import msg, t
 from mbridge_launch.base.quoting import is_env_name, is_safe_name
 from mbridge_launch.knowledge.perf_env import nvl72_segment, perf_env
 from mbridge_launch.knowledge.vocabulary import NVL72, task_goal
@@ -60,6 +60,8 @@ def _mounts(items: list[str]) -> list[Mount]:
         source, _, target = item.partition(":")
         if not source:
             raise UserError("arg.invalid", flag="--mount", reason=t("recommend.reason.mount_syntax", value=item))
+        if not (target or source).startswith("/"):  # a Plan's mount target is absolute (plan.model)
+            raise UserError("arg.invalid", flag="--mount", reason=t("recommend.reason.mount_target", value=item))
         mounts.append(Mount(source=source, target=target or source))
     return mounts
 
@@ -80,6 +82,8 @@ def _blend(items: list[str]) -> tuple[list[str], list[float] | None]:
             paths.append(tail)
     if weights and len(weights) != len(paths):
         raise UserError("arg.invalid", flag="--data-path", reason=t("recommend.reason.blend_weights"))
+    if any(not w > 0 for w in weights):  # as a Plan's dataset.weights (plan.model); `not >` refuses nan
+        raise UserError("arg.invalid", flag="--data-path", reason=t("recommend.reason.blend_weight_positive"))
     return paths, (weights or None)
 
 
@@ -174,7 +178,7 @@ def _warn_missing_dataset_fields(rec: Any, paths: list[str]) -> None:
     given = {o.path for o in rec.request.overrides} | ({"dataset.data_path"} if paths else set())
     missing = [key for key in selector.required if key not in given]
     if missing and not any(code == "DATASET_FIELDS_MISSING" for code, _ in rec.warnings):
-        rec.warnings.append(("DATASET_FIELDS_MISSING", t("pitfall.dataset_fields_missing", dataset=rec.dataset,
+        rec.warnings.append(("DATASET_FIELDS_MISSING", msg("pitfall.dataset_fields_missing", dataset=rec.dataset,
                                                           fields=", ".join(missing))))
 
 
@@ -193,9 +197,9 @@ def launcher_changes(rec: Any, plan: Plan) -> list[Any]:
             key, _, value = arg.partition("=")
             cls = classify(key)
             if key in ("checkpoint.save", "checkpoint.load"):
-                old, reason = RECIPE_DEFAULT_CHECKPOINT_DIR, t("change.reason.launcher_paths")
+                old, reason = RECIPE_DEFAULT_CHECKPOINT_DIR, msg("change.reason.launcher_paths")
             else:
-                old, reason = recipe_default(rec.recipe, key), t(cls.reason_key)
+                old, reason = recipe_default(rec.recipe, key), msg(cls.reason_key)
             found.append(Change(key, old, value, cls.change_class, reason, source, as_override=False))
     return found
 

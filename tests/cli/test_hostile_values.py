@@ -1,7 +1,8 @@
-"""Hostile values (spaces, quotes, $(), backticks, ';', newlines) in job names, paths, overrides
-and env values never execute: every executor renders them quoted, the job runs on the real
-cluster, the stand-in trainer receives them verbatim, and no canary file appears. Values that no
-quoting can make safe are refused with a UserError before anything is written or run."""
+"""Hostile values (spaces, quotes, $(), backticks, ';', newlines) in paths, overrides and env
+values never execute: every executor renders them quoted, the job runs on the real cluster, the
+stand-in trainer receives them verbatim, and no canary file appears. Values that no quoting can
+make safe are refused with a UserError before anything is written or run; a run name may only hold
+letters, digits, '.', '_' and '-' (the Plan refuses others at load)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def injections(tag: str) -> str:
 
 
 def hostile_plan(base: Path, entry: list[str], executor: str):
-    name = "llama3-8b-hostile" if executor == "nemo-run" else "run " + injections("name").replace("\n", " ")
+    name = "llama3-8b-hostile"  # a hostile run name is refused by the Plan itself (test below)
     save = base / ("ckpt " + injections("path").replace("\n", " ").replace("/", "_"))
     plan = pf.with_changes(
         pf.moe_ep(),
@@ -100,11 +101,14 @@ def test_unsafe_values_are_refused_by_every_executor(executor, changes, key, tmp
     assert not (tmp_path / "home").exists()
 
 
-@pytest.mark.parametrize("name", ["run $(touch canary)", "a;b", "with space", "quote'd"])
-def test_nemo_run_refuses_unsafe_titles(name, tmp_path):
-    plan = pf.with_changes(pf.moe_ep(), top={"name": name})
+@pytest.mark.parametrize("name", ["run $(touch canary)", "a;b", "with space", "quote'd", "run\n#SBATCH --qos=top"])
+def test_unsafe_run_names_are_refused_by_the_plan(name, tmp_path):
+    from mbridge_launch.plan.model import plan_from_dict
+
+    data = pf.moe_ep().canonical_dict()
+    data["name"] = name
     with pytest.raises(UserError) as err:
-        get_executor("nemo-run", nemorun_home=str(tmp_path / "home")).render(plan)
-    assert err.value.key == "shell.unsafe_name"
-    assert name in err.value.render("en")
+        plan_from_dict(data, "plan.yaml")
+    message = err.value.render("en")
+    assert err.value.exit_code == 2 and message.startswith("invalid plan plan.yaml: name: ") and "\n" not in message
     assert not _canaries(tmp_path, Path.cwd())

@@ -119,12 +119,12 @@ def test_estimate_broken_rule_exits_2(capsys):
     assert code == 2 and "RULE_EXPERT_GRID" in err
 
 
-def test_estimate_lora_and_oom_warning(capsys):
+def test_estimate_lora_and_oom_verdict(capsys):
     base = ["estimate", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "8", "--mbs", "1", "--gbs", "8",
             "--seq-length", "8192", "--format", "json"]
     code, out, _ = run(capsys, *base)
-    pretrain = json.loads(out)
-    assert code == 0 and not pretrain["fits"] and any(w["code"] == "RULE_MEMORY" for w in pretrain["warnings"])
+    pretrain = json.loads(out)  # not fitting is the verdict (exit 3), not a warning
+    assert code == 3 and not pretrain["fits"] and pretrain["verdict"].startswith("does not fit: needs")
     code, out, _ = run(capsys, *base, "--goal", "lora")
     lora = json.loads(out)
     assert code == 0 and lora["fits"] and lora["model_tflops_per_gpu"] / lora["tokens_per_sec_per_gpu"] < \

@@ -181,9 +181,9 @@ def test_cli_draws_a_progress_bar_on_a_terminal_when_a_check_is_slow(plan, tmp_p
 def test_json_is_valid_for_every_check_of_a_bad_plan(plan, tmp_path, mbl):
     """A plan broken in many ways renders every message in both languages (no missing params)."""
     bad = edit(plan, mode="sft", env_vars={"HF_TOKEN": "x"}, **{
-        "dataset.selector": "mock", "parallelism.tp": 3, "cluster.time": "nope",
+        "dataset.selector": "mock", "parallelism.tp": 3,
         "cluster.container_image": "Bad Image", "checkpoint.save": "/proc/x",
-        "cluster.container_mounts": [{"source": "/nonexistent-mbl", "target": "rel"}]})
+        "cluster.container_mounts": [{"source": "/nonexistent-mbl", "target": "/rel"}]})
     for lang in ("en", "zh"):
         result = mbl.run("preflight", str(write(bad, tmp_path / lang)), "--no-cluster", "--format", "json", "--lang", lang)
         data = json.loads(result.stdout)

@@ -22,11 +22,21 @@ def recommend_json(*args: str) -> dict:
     return json.loads(proc.stdout)
 
 
+def _split(answer: dict):
+    """The run's pipeline split: the recipe's own with the answer's split overrides on top."""
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.planner.pipeline_split import PipelineSplit
+
+    recipe = load_catalog().get(answer["recipe"])
+    changed = {c["field"]: str(c["to"]) for c in answer["changes"]}
+    return PipelineSplit.from_overrides(PipelineSplit.from_settings(recipe.features), changed.get)
+
+
 def assert_rule_valid(answer: dict) -> None:
     p = answer["parallelism"]
     layout = Layout(tp=p["tp"], pp=p["pp"], vp=p["vp"], cp=p["cp"], ep=p["ep"], etp=p["etp"], sp=p["sp"],
                     mbs=p["mbs"], gbs=p["gbs"], seq_length=p["seq_length"], world=p["nodes"] * p["gpus_per_node"],
-                    recompute=p["recompute"], fsdp=p["fsdp"])
+                    recompute=p["recompute"], fsdp=p["fsdp"], split=_split(answer))
     arch = load_arch(answer["model"])
     errors = [v for v in check_layout(layout, arch, get_hardware(answer["gpu_type"])) if v.severity == "error"]
     assert not errors, [v.message("en") for v in errors]
@@ -73,9 +83,10 @@ def test_llama3_8b_128k_pretrain():
     assert_rule_valid(answer)
 
 
-def test_smoke_test_is_llama3_8b_pretrain_mock():
+def test_smoke_test_is_llama32_1b_pretrain_mock_on_one_gpu():
     answer = recommend_json("--smoke-test")
-    assert answer["recipe"].startswith("llama3_8b_pretrain_")
+    assert answer["recipe"].startswith("llama32_1b_pretrain_1gpu_")
+    assert (answer["parallelism"]["nodes"], answer["parallelism"]["gpus_per_node"]) == (1, 1)
     assert answer["kind"] == "library" and answer["dataset"] == "mock" and answer["mode"] == "pretrain"
     assert any("megatron-indexed" in note for note in answer["notes"])  # real runs need real data
     assert_rule_valid(answer)

@@ -157,3 +157,45 @@ def test_chinese_card_has_no_english_labels(capsys):
     out = capsys.readouterr().out
     assert "SP=关" in out and "SP=off" not in out
     assert "spans more than one" not in out  # rule warnings in Chinese too
+
+
+# ---------------------------------------------------------------------- every change states its true cause
+def test_change_reason_names_the_sequence_length_not_a_resize_to_the_same_count(capsys):
+    """At the recipe's own GPU count, a layout moved for a longer sequence says so; it never reads
+    'resized from the recipe's 4 GPUs to 4 GPUs'."""
+    from cli_helpers import recommend_answer
+
+    answer = recommend_answer(capsys, "--model", "qwen3_8b", "--gpus", "4", "--seq-length", "16384")
+    resized = [c for c in answer["changes"] if c["source"] == "resize"]
+    assert resized, answer["changes"]
+    for change in resized:
+        assert "sequence length 16384" in change["reason"] and "resized from" not in change["reason"], change
+
+
+def test_change_reason_names_the_gpu_count_when_it_differs(capsys):
+    from cli_helpers import recommend_answer
+
+    answer = recommend_answer(capsys, "--model", "llama3_8b", "--gpus", "8")
+    resized = [c for c in answer["changes"] if c["source"] == "resize"]
+    assert resized and all("2 GPUs to 8 GPUs" in c["reason"] for c in resized), resized
+
+
+def test_plan_output_writes_no_no_op_overrides(capsys, tmp_path):
+    """`plan -o` passes the whole layout to the recommender; settings equal to the recipe's own
+    (train.global_batch_size=512 on a GBS-512 recipe) are not written as overrides."""
+    import yaml
+
+    from mbridge_launch.cli.main import main
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.plan.settings import override_text, recipe_default
+
+    path = tmp_path / "p.yaml"
+    assert main(["plan", "--model", "llama3_70b", "--gpus", "64", "-o", str(path)]) == 0
+    capsys.readouterr()
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    recipe = load_catalog().get(data["recipe"]["name"])
+    for o in data["overrides"]:
+        default = recipe_default(recipe, o["key"])
+        assert default is None or override_text(default) != o["value"], o
+    keys = [o["key"] for o in data["overrides"]]
+    assert "train.global_batch_size" not in keys and "model.tensor_model_parallel_size" not in keys

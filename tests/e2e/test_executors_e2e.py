@@ -75,7 +75,7 @@ def test_more_gpus_than_a_node_has_is_one_clear_line(executor, slurm_cluster, st
     plan = cluster_plan(shared_dir, standin_entry, gpus_per_node=9)
     path = save_plan(plan, shared_dir / "plan.yaml")
     # preflight already flags 9 GPUs per node; --force makes Slurm itself the judge here
-    proc = mbl.run("submit", path, "--executor", executor, "--workdir", shared_dir / "work", "--yes", "--force",
+    proc = mbl.run("submit", path, "--executor", executor, "--script-dir", shared_dir / "work", "--yes", "--force",
                    "--reason", "e2e: Slurm itself must refuse", "--ledger", shared_dir / "ledger.sqlite3",
                    env=slurm_cluster.env, cwd=shared_dir)
     assert proc.returncode == 4, proc.stdout + proc.stderr

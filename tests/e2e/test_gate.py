@@ -187,7 +187,7 @@ def test_force_without_reason_is_bad_input(tmp_path, mbl):
     plan = tmp_path / "plan.yaml"
     save_plan(single_node_h100(), plan)
     db = tmp_path / "l.db"
-    proc = mbl.run("submit", str(plan), "--yes", "--force", "--ledger", str(db), "--workdir", str(tmp_path))
+    proc = mbl.run("submit", str(plan), "--yes", "--force", "--ledger", str(db), "--script-dir", str(tmp_path))
     assert proc.returncode == 2 and "--force needs --reason" in proc.stderr
     assert not db.exists()  # refused before the ledger was even opened
 
@@ -225,7 +225,7 @@ def test_skip_iters_parsing():
 def test_no_terminal_and_no_yes_submits_nothing(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-notty")
     plan = write_plan(base_plan, shared_dir, name)
-    proc = mbl.run("submit", str(plan), "--ledger", str(gate_env), "--workdir", str(shared_dir))
+    proc = mbl.run("submit", str(plan), "--ledger", str(gate_env), "--script-dir", str(shared_dir))
     assert proc.returncode == 1, proc.stderr
     assert "no terminal to confirm on" in proc.stderr and "plan card" in proc.stderr  # shown, then refused
     assert ledger_rows(gate_env) == []
@@ -236,7 +236,7 @@ def test_no_terminal_and_no_yes_submits_nothing(base_plan, gate_env, shared_dir,
 def test_terminal_confirmation_above_threshold_needs_the_name(base_plan, gate_env, shared_dir, slurm_cluster):
     name = unique("gate-tty")
     plan = write_plan(base_plan, shared_dir, name)
-    args = ["submit", str(plan), "--ledger", str(gate_env), "--workdir", str(shared_dir), "--confirm-threshold", "0.01"]
+    args = ["submit", str(plan), "--ledger", str(gate_env), "--script-dir", str(shared_dir), "--confirm-threshold", "0.01"]
     refused = cli_on_terminal(*args, answer="yes")
     assert refused.returncode == 1 and "not confirmed" in refused.stderr, refused.stderr
     assert f"Type the run name '{name}'" in refused.stdout
@@ -256,7 +256,7 @@ def test_terminal_confirmation_above_threshold_needs_the_name(base_plan, gate_en
 def test_failing_preflight_blocks_and_force_records_the_reason(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-force")
     plan = write_plan(base_plan, shared_dir, name, dp=4)  # 4-way DP on 2 GPUs: plan.world_mismatch
-    common = ["submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir)]
+    common = ["submit", str(plan), "--yes", "--ledger", str(gate_env), "--script-dir", str(shared_dir)]
     blocked = mbl.run(*common)
     assert blocked.returncode == 1 and "plan.world_mismatch" in blocked.stderr
     assert "preflight found 1 error; nothing was submitted" in blocked.stderr
@@ -282,7 +282,7 @@ def test_failing_preflight_blocks_and_force_records_the_reason(base_plan, gate_e
 def test_duplicate_is_refused_unless_resubmit_and_cancel_is_gated(base_plan, gate_env, shared_dir, slurm_cluster, mbl):
     name = unique("gate-dup")
     plan = write_plan(base_plan, shared_dir, name, iters=200, env={"MBL_STANDIN_ITER_SECONDS": "0.5"})
-    common = ["submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir)]
+    common = ["submit", str(plan), "--yes", "--ledger", str(gate_env), "--script-dir", str(shared_dir)]
     first = mbl.run(*common, "--format", "json")
     assert first.returncode == 0, first.stderr
     job_a = json.loads(first.stdout)["job_ids"][0]
@@ -314,7 +314,7 @@ def submit_killed_after(step: str, prefix: str, base_plan, gate_env: Path, share
     (MBL_GATE_CRASH_AFTER): it leaves one ledger row, SUBMITTING with no job ids. Returns the name."""
     name = unique(prefix)
     plan = write_plan(base_plan, shared_dir, name)
-    crashed = mbl.run("submit", str(plan), "--yes", "--ledger", str(gate_env), "--workdir", str(shared_dir),
+    crashed = mbl.run("submit", str(plan), "--yes", "--ledger", str(gate_env), "--script-dir", str(shared_dir),
                       env={"MBL_GATE_CRASH_AFTER": step})
     assert crashed.returncode == 137, crashed.stderr
     [row] = ledger_rows(gate_env)
@@ -353,7 +353,7 @@ def test_rollback_resubmit_goes_through_the_gate(base_plan, gate_env, shared_dir
     name = unique("gate-rb")
     plan = write_plan(base_plan, shared_dir, name)
     ledger_arg = ["--ledger", str(gate_env)]
-    first = mbl.run("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--format", "json", *ledger_arg)
+    first = mbl.run("submit", str(plan), "--yes", "--script-dir", str(shared_dir), "--format", "json", *ledger_arg)
     assert first.returncode == 0, first.stderr
     assert slurm_cluster.wait(json.loads(first.stdout)["job_ids"][0], timeout=90) == "COMPLETED"
     save = shared_dir / "ckpt"
@@ -395,7 +395,7 @@ def test_watch_cli_rolls_back_a_nan_and_resubmits_through_the_gate(base_plan, ga
                       env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.05"})
     ledger_arg = ["--ledger", str(gate_env)]
     # --no-watcher: this test is the login-node watcher (test_watch_job.py has the watcher job)
-    first = mbl.run("submit", str(plan), "--yes", "--no-watcher", "--workdir", str(shared_dir), *ledger_arg)
+    first = mbl.run("submit", str(plan), "--yes", "--no-watcher", "--script-dir", str(shared_dir), *ledger_arg)
     assert first.returncode == 0, first.stderr
     assert "no watcher job (--no-watcher)" in first.stderr
 
@@ -499,7 +499,7 @@ def test_an_accepted_estimate_passes_the_gate_and_is_recorded(tmp_path, monkeypa
     monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
     monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight)
     with L.Ledger.open(tmp_path / "ledger.sqlite3") as ledger:
-        result = submit_gated(plan, GateOptions(yes=True, workdir=tmp_path, ledger=ledger, out=io.StringIO(),
+        result = submit_gated(plan, GateOptions(yes=True, script_dir=tmp_path, ledger=ledger, out=io.StringIO(),
                                                 watcher=False))
         [override] = ledger.overrides(result.run_id)
     assert result.job_ids == ["501"] and len(scheduler.submitted) == 1

@@ -117,7 +117,7 @@ def test_gate_starts_the_watcher_job_only_for_auto_rollback(tmp_path, monkeypatc
     monkeypatch.setenv("PATH", env["PATH"])
     out = io.StringIO()
     with L.Ledger.open(tmp_path / "l.db") as ledger:
-        result = submit_gated(auto_plan(tmp_path, enabled), GateOptions(yes=True, ledger=ledger, workdir=tmp_path,
+        result = submit_gated(auto_plan(tmp_path, enabled), GateOptions(yes=True, ledger=ledger, script_dir=tmp_path,
                                                                        cluster_checks=False, watcher=watcher, out=out))
         run = ledger.get_run(result.run_id)
         sbatch = read_calls(calls, "sbatch")
@@ -142,7 +142,7 @@ def test_a_refused_watcher_job_does_not_fail_the_submission(tmp_path, monkeypatc
     monkeypatch.setenv("PATH", env["PATH"])
     out = io.StringIO()
     with L.Ledger.open(tmp_path / "l.db") as ledger:
-        result = submit_gated(auto_plan(tmp_path), GateOptions(yes=True, ledger=ledger, workdir=tmp_path,
+        result = submit_gated(auto_plan(tmp_path), GateOptions(yes=True, ledger=ledger, script_dir=tmp_path,
                                                               cluster_checks=False, out=out))
         run = ledger.get_run(result.run_id)
         assert run.state == L.SUBMITTED and result.job_ids == ["501"] and result.watcher_job_id is None
@@ -240,7 +240,7 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
                       env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.1"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node
     env = {**WATCHER_ENV, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
-    first = mbl.run("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--ledger", str(db), "--format", "json",
+    first = mbl.run("submit", str(plan), "--yes", "--script-dir", str(shared_dir), "--ledger", str(db), "--format", "json",
                     env=env)
     assert first.returncode == 0, first.stderr
     submitted = json.loads(first.stdout)
@@ -285,7 +285,7 @@ def test_e2e_requeue_with_a_watcher_job_resumes_without_rollback(base_plan, slur
                       env={"MBL_STANDIN_ITER_SECONDS": "0.1"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node
     env = {**WATCHER_ENV, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
-    first = mbl.run("submit", str(plan), "--yes", "--workdir", str(shared_dir), "--ledger", str(db), "--format", "json",
+    first = mbl.run("submit", str(plan), "--yes", "--script-dir", str(shared_dir), "--ledger", str(db), "--format", "json",
                     env=env)
     assert first.returncode == 0, first.stderr
     job, watcher = json.loads(first.stdout)["job_ids"][0], json.loads(first.stdout)["watcher_job_id"]

@@ -225,10 +225,14 @@ def test_cli_dry_run_prints_script_and_submits_nothing(tmp_path, mbl):
     (bin_dir / "sbatch").chmod(0o755)
     plan_path = save_plan(pf.two_node_h100(), tmp_path / "plan.yaml")
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    proc = mbl.run("submit", plan_path, "--executor", "sbatch", "--dry-run", "--workdir", tmp_path / "work",
-                   env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    proc = mbl.run("submit", plan_path, "--executor", "sbatch", "--dry-run", "--script-dir", tmp_path / "work",
+                   "--no-cluster-checks", env=env, cwd=tmp_path)
+    # the plan's launch.workdir (/lustre/src/Megatron-Bridge) is not on this machine: a real submit
+    # would be refused, the dry run says so (exit 1) and still prints the exact script
+    assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith("# dry run: nothing was submitted. Executor sbatch; submit command: sbatch --parsable")
+    assert proc.stdout.splitlines()[1].startswith("# dry run: a real submit would be refused: ")
+    assert "path.workdir_missing" in proc.stderr
     assert get_executor("sbatch").render(pf.two_node_h100()).text in proc.stdout
     assert not marker.exists() and not (tmp_path / "work").exists()
 

@@ -104,7 +104,7 @@ def test_submit_without_the_extra_is_one_line(executor, dry_run, monkeypatch, tm
     assert main(["recommend", "--smoke-test", "-o", str(plan)]) == 0
     capsys.readouterr()
     monkeypatch.setitem(sys.modules, module, None)
-    args = ["submit", str(plan), "--executor", executor, "--workdir", str(tmp_path / "w"), "--no-cluster-checks"]
+    args = ["submit", str(plan), "--executor", executor, "--script-dir", str(tmp_path / "w"), "--no-cluster-checks"]
     assert main([*args, "--dry-run"] if dry_run else [*args, "--yes"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
@@ -126,9 +126,12 @@ def test_recommend_and_sbatch_dry_run_load_no_other_executor(tmp_path):
 
         plan = {str(tmp_path / "p.yaml")!r}
         assert main(["recommend", "--smoke-test", "-o", plan]) == 0
-        assert main(["submit", plan, "--executor", "sbatch", "--dry-run"]) == 0
+        assert main(["submit", plan, "--executor", "sbatch", "--dry-run", "--no-cluster-checks"]) == 0
         loaded = sorted(m for m in ("nemo_run", "submitit") if m in sys.modules)
         assert not loaded, loaded
     """)
+    entry = tmp_path / "scripts" / "training" / "run_recipe.py"  # the job starts here: a checkout's entry
+    entry.parent.mkdir(parents=True)
+    entry.write_text("")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -125,13 +125,17 @@ def test_prefix_written_with_suffix(plan):
 
 
 # ---------------------------------------------------------------------- weights
-def test_weight_count_must_match(plan):
-    plan = edit(plan, **{"dataset.weights": [1.0]})
-    assert "data.weights_count" in data_codes(plan)
+def test_weight_count_must_match():
+    """A Plan's dataset.weights of another count is refused at load (test_plan_validation); the
+    check itself still counts what it is given."""
+    from mbridge_launch.preflight.data_checks import check_weights
+
+    assert [c.code for c in check_weights(["/d/a", "/d/b"], ["1.0"])] == ["data.weights_count"]
 
 
 def test_weights_must_be_positive(plan):
-    plan = edit(plan, **{"dataset.weights": [0.5, -0.5]})
+    a, b = plan.dataset.data_paths[:2]
+    plan = edit(plan, **{"dataset.weights": None, "dataset.data_paths": ["0.5", a, "-0.5", b]})
     result = data_codes(plan)
     assert "data.weight_invalid" in result
 

@@ -185,7 +185,8 @@ def test_benchmark_shortcut_in_real_training(plan):
 def test_recorded_warnings_and_time(plan):
     noted = edit(plan, warnings=[{"code": "PP_WITHOUT_VP", "message": "PP>1 without VP", "severity": "warning"}])
     assert "plan.recorded.PP_WITHOUT_VP" in problems(noted)
-    assert "plan.time_invalid" in problems(edit(plan, **{"cluster.time": "four hours"}))
+    with pytest.raises(pydantic.ValidationError, match="cluster.time"):  # refused by the Plan itself
+        edit(plan, **{"cluster.time": "four hours"})
 
 
 def test_precision_from_recipe_name(plan):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 HELP = "help.estimate"
 
-_MODEL_RULES = ("RULE_TP_KV_HEADS", "RULE_TP_HEADS", "RULE_TP_FFN", "RULE_EP_EXPERTS", "RULE_EP_DENSE", "RULE_PP_LAYERS")
+_MODEL_RULES = ("RULE_TP_KV_HEADS", "RULE_TP_HEADS", "RULE_TP_FFN", "RULE_EP_EXPERTS", "RULE_EP_DENSE", "RULE_PP_LAYERS",
+                "RULE_PP_UNEVEN")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-sp", action="store_true", help=t("help.estimate.no_sp"))
     parser.add_argument("--uneven-pp", action="store_true",
                         help=t("help.estimate.uneven_pp"))
+    parser.add_argument("--pp-layout", metavar="LAYOUT", help=t("help.estimate.pp_layout"))
+    parser.add_argument("--first-stage-layers", type=int, metavar="N", help=t("help.estimate.first_stage_layers"))
+    parser.add_argument("--last-stage-layers", type=int, metavar="N", help=t("help.estimate.last_stage_layers"))
     parser.add_argument("--mtp-layers", type=int, help=t("help.estimate.mtp_layers"))
     parser.add_argument("--moe-token-drop", action="store_true", help=t("help.estimate.moe_token_drop"))
     parser.add_argument("--tokens", help=t("help.common.tokens"))
@@ -47,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.errors import EXIT_NO_LAYOUT, UserError
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
     from mbridge_launch.cli.render import plan_report as report
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     for flag in ("gpus", "tp", "pp", "cp", "ep", "mbs", "seq_length"):
         inputs.positive("--" + flag.replace("_", "-"), getattr(args, flag))
-    for flag in ("vp", "etp", "gbs", "recompute_layers"):
+    for flag in ("vp", "etp", "gbs", "recompute_layers", "first_stage_layers", "last_stage_layers"):
         inputs.positive("--" + flag.replace("_", "-"), getattr(args, flag))
     args.tokens = inputs.token_count("--tokens", args.tokens)
     if args.mtp_layers is not None and args.mtp_layers < 0:
@@ -70,9 +75,10 @@ def run(args: argparse.Namespace) -> int:
         tp=args.tp, pp=args.pp, vp=args.vp if args.vp and args.vp > 1 else None, cp=args.cp, ep=args.ep, etp=args.etp,
         sp=args.tp > 1 and not args.no_sp, mbs=args.mbs, gbs=args.gbs or args.mbs * dp, seq_length=args.seq_length,
         world=args.gpus, fsdp=args.fsdp, recompute=args.recompute, recompute_layers=args.recompute_layers,
-        cp_comm_type=args.cp_comm_type or ("p2p" if args.cp > 1 else None), uneven_pp=args.uneven_pp,
+        cp_comm_type=args.cp_comm_type or ("p2p" if args.cp > 1 else None),
         gpus_per_node=hw.gpus_per_node,
     )
+    layout = _with_split(layout, args, got.arch)
     violations = check_layout(layout, got.arch, hw)
     broken = [v for v in violations if v.severity == "error"]
     if broken:  # every broken rule on one line, the most fundamental (model) ones first
@@ -82,20 +88,78 @@ def run(args: argparse.Namespace) -> int:
     cand = estimate_layout(layout, got.arch, hw, precision=got.precision, goal=got.goal,
                            mtp_layers=args.mtp_layers, moe_token_drop=args.moe_token_drop,
                            grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES)
-    warnings = [{"code": v.code, "message": v.message()} for v in violations]
-    if not cand.fits:
-        warnings.append({"code": "RULE_MEMORY", "message": t("planner.estimate_oom", total=cand.memory_total_gb,
-                                                                limit=HEADROOM * hw.hbm_gb, gpu=hw.label)})
+    # each rule warning and layout pitfall once, with its severity; not fitting is the verdict
+    # (exit 3, EXIT_NO_LAYOUT), not a warning
+    warnings = [{"code": v.code, "severity": v.severity, "message": v.message()}
+                for v in [*violations, *getattr(cand, "pitfalls", ())]]
+    verdict = None if cand.fits else t("planner.estimate_does_not_fit", total=cand.memory_total_gb,
+                                       limit=HEADROOM * hw.hbm_gb, gpu=hw.label, hbm=hw.hbm_gb, headroom=1 - HEADROOM)
+    shipped_by = _shipped_recipe(got.model, hw.name, layout) if verdict is not None else None
+    if shipped_by is not None:
+        # NVIDIA ships and runs this layout: an estimate above HBM is a question for the memory
+        # model, said as a warning (as recommend and preflight do), not a refusal
+        warnings.append({"code": "MEMORY_SHIPPED", "severity": "warning",
+                         "message": t("planner.estimate_over_but_shipped", verdict=verdict, recipe=shipped_by)})
+        verdict = None
     if args.format == "json":
-        data = {"model": got.model, "gpu_type": hw.name, "precision": got.precision, "goal": got.goal}
-        data.update(report.candidate_json(cand, hw, args.tokens))
+        data: dict[str, Any] = {"model": got.model, "gpu_type": hw.name, "precision": got.precision, "goal": got.goal}
+        data.update(report.candidate_json(cand, hw, args.tokens, arch=got.arch))
         data["warnings"] = warnings
+        data["verdict"] = verdict  # None when it fits
         print_json(data)
     else:
         lines = [t("planner.header", model=got.model, gpus=args.gpus, gpu=hw.label, precision=got.precision,
                    goal=got.goal, gbs=layout.gbs, seq=layout.seq_length), ""]
-        lines.extend(report.candidate_text(1, cand, hw, args.tokens))
+        lines.extend(report.candidate_text(1, cand, hw, args.tokens, arch=got.arch))
+        split = report.split_text(cand, got.arch) if cand is not None else None
+        if split is not None and not layout.uneven_pp:  # the card shows uneven splits itself
+            lines.append(t("planner.split_line", split=split))
         print("\n".join(lines))
         for w in warnings:
-            print(t("warning.prefix", message=f"{w['code']}: {w['message']}"), file=sys.stderr)
+            print(t("planner.severity_line", severity=t(f"planner.severity.{w['severity']}"), code=w["code"],
+                    message=w["message"]), file=sys.stderr)
+    if verdict is not None:
+        print(t("error.prefix", message=verdict), file=sys.stderr)
+        return EXIT_NO_LAYOUT
     return 0
+
+
+def _shipped_recipe(model: str, gpu_type: str, layout) -> str | None:  # noqa: ANN001 - a planner Layout
+    """The library recipe that ships exactly this layout for `model` at this GPU count and system
+    (tp, pp, vp, cp, ep, mbs, gbs), if any."""
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.plan.shipped import same_system
+
+    for recipe in load_catalog().by_model(model):
+        if recipe.kind != "library" or recipe.gpus != layout.world or not same_system(recipe.hardware, gpu_type):
+            continue
+        own = (recipe.tp or 1, recipe.pp or 1, recipe.vp or None, recipe.cp or 1, recipe.ep or 1, recipe.mbs or 1,
+               recipe.gbs)
+        if own == (layout.tp, layout.pp, layout.vp, layout.cp, layout.ep, layout.mbs, layout.gbs):
+            return recipe.name
+    return None
+
+
+def _with_split(layout, args: argparse.Namespace, arch):  # noqa: ANN001, ANN202 - planner types, imported late
+    """The pipeline split to estimate: the user's (--pp-layout, --first/--last-stage-layers), which
+    the rules then judge, else the one the planner chooses for this PP x VP (pipeline_split.
+    choose_split, as `plan` does); --uneven-pp is accepted and changes nothing."""
+    from dataclasses import replace as evolve
+
+    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.planner import pipeline_split as ps
+
+    counts = args.first_stage_layers is not None or args.last_stage_layers is not None
+    if args.pp_layout is not None and counts:
+        raise UserError("planner.split_flags")
+    if args.pp_layout is not None:
+        split = ps.PipelineSplit.from_settings({ps.LAYOUT_KEY: args.pp_layout})
+        if layout.vp is None and split.stages and len(split.stages) % layout.pp == 0 and len(split.stages) > layout.pp:
+            layout = evolve(layout, vp=len(split.stages) // layout.pp)  # Megatron reads VP off the layout
+        return evolve(layout, split=split, uneven_pp=True)
+    if counts:
+        split = ps.PipelineSplit(ps.FIRST_LAST, first=args.first_stage_layers, last=args.last_stage_layers)
+        return evolve(layout, split=split, uneven_pp=True)
+    if layout.pp <= 1:
+        return layout
+    return ps.settle(layout, arch)

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.cli.render import plan_report as report
     from mbridge_launch.planner import inputs
     from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES
-    from mbridge_launch.planner.search import Options, search
+    from mbridge_launch.planner.search import Options, rejection_summary, search
 
     args.tokens = inputs.token_count("--tokens", args.tokens)
     gpus = inputs.positive("--gpus", args.gpus)
@@ -56,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
                     goal=got.goal, options=options, top=args.top)
     hw = got.hardware
     if not result.candidates:
-        top_reasons = sorted(result.rejected.values(), key=lambda r: -r.count)[:3]
-        reasons = "; ".join(f"{r.code} x{r.count} ({r.example})" for r in top_reasons) or "-"
+        reasons = rejection_summary(result.rejected)  # codes with their rules' messages
         raise NoLayoutError("planner.no_layout", model=got.model, gpus=gpus, gpu=hw.label, gbs=gbs, seq=seq,
                             precision=got.precision, reasons=reasons,
                             hint=_smallest_fit_hint(got, gpus, gbs, seq, options, result.rejected))
@@ -65,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({
             "model": got.model, "gpu_type": hw.name, "gpus": gpus, "gbs": gbs, "seq_length": seq,
             "precision": got.precision, "goal": got.goal, "evaluated": result.evaluated,
-            "candidates": [report.candidate_json(c, hw, args.tokens) for c in result.candidates],
+            "candidates": [report.candidate_json(c, hw, args.tokens, arch=got.arch) for c in result.candidates],
             "near_tie": report.near_tie_count(result.candidates),
             "rejected": report.rejected_json(result.rejected),
         })
@@ -74,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                    goal=got.goal, gbs=gbs, seq=seq), ""]
         lines.extend(report.near_tie_text(result.candidates))
         for rank, cand in enumerate(result.candidates, 1):
-            lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates))
+            lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates, arch=got.arch))
             lines.append("")
         lines.extend(report.rejected_text(result.rejected))
         print("\n".join(lines))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 HELP = "help.recommend"
+DEFAULT_TIME = "04:00:00"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--name", help=t("help.recommend.name"))
     group.add_argument("--account", help=t("help.recommend.account"))
     group.add_argument("--partition", help=t("help.recommend.partition"))
-    group.add_argument("--time", default="04:00:00", help=t("help.recommend.time"))
+    group.add_argument("--time", help=t("help.recommend.time"))  # default: DEFAULT_TIME, the smoke test's own
     group.add_argument("--container-image", help=t("help.recommend.container_image"))
     group.add_argument("--mount", action="append", default=[], metavar="SRC[:DST]", help=t("help.recommend.mount"))
     group.add_argument("--env", action="append", default=[], metavar="NAME", help=t("help.recommend.env"))
@@ -50,12 +51,13 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.plan.model import save_plan
     from mbridge_launch.plan.overrides import parse_overrides
     from mbridge_launch.plan.trainer_args import human_command
-    from mbridge_launch.recommend.build import SMOKE_TEST_MODEL, recommend
+    from mbridge_launch.recommend import smoke
+    from mbridge_launch.recommend.build import recommend
     from mbridge_launch.recommend.request import Request, normalize_precision, validate_counts
     from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
 
     if args.smoke_test:
-        model, goal, dataset = args.model or SMOKE_TEST_MODEL, "pretrain", args.dataset or "mock"
+        model, goal, dataset = args.model or smoke.SMOKE_TEST_MODEL, "pretrain", args.dataset or "mock"
     else:
         if not args.model:
             raise UserError("arg.invalid", flag="--model", reason=t("recommend.reason.model_required"))
@@ -66,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
                       precision=normalize_precision(args.precision), dataset=dataset,
                       overrides=parse_overrides(args.overrides), hf_config=args.hf_config,
                       catalog_version=args.catalog_version)
-    rec = recommend(request)
-    flags = ClusterFlags(name=args.name, account=args.account, partition=args.partition, time=args.time,
+    rec = smoke.recommend_smoke(request) if args.smoke_test else recommend(request)
+    time = args.time or (smoke.SMOKE_TEST_TIME if args.smoke_test else DEFAULT_TIME)
+    flags = ClusterFlags(name=args.name, account=args.account, partition=args.partition, time=time,
                          container_image=args.container_image, mounts=args.mount, env=args.env,
                          save_dir=args.save_dir, data_paths=args.data_path, segment_support=args.segment_support,
                          entry=args.entry, workdir=args.workdir)
@@ -82,4 +85,8 @@ def run(args: argparse.Namespace) -> int:
         import sys
 
         print(t("plan.written", path=path, hash=plan.plan_hash()), file=sys.stderr)
+        if args.smoke_test:  # a new user's next step: check the plan, then read the exact script
+            from mbridge_launch.base.quoting import sh
+
+            print(t("recommend.smoke.next", path=sh(str(args.output))), file=sys.stderr)
     return 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mbridge_launch.base.i18n import t
+from mbridge_launch.base.i18n import msg, t
 from mbridge_launch.cli.main import add_common
 
 HELP = "help.rollback"
@@ -129,7 +129,7 @@ def _resubmission(ledger, target, to_iter: int, skips: list[int], seed: int | No
         raise UserError("rollback.resubmit_needs_run", path=str(target.save_dir))
     changes = ([f"rng.seed={seed}"] if seed is not None else []) + \
         ([f"train.iterations_to_skip={','.join(map(str, skips))}"] if skips else [])
-    reason = t("rollback.resubmit_reason", lang="en", run=target.run.name, id=target.run.id, iteration=to_iter,
+    reason = msg("rollback.resubmit_reason", run=target.run.name, id=target.run.id, iteration=to_iter,
                changes="; ".join(changes) or "-")
     plan = resubmission_plan(target.run.plan(), reason=reason, skip_iters=skips, seed=seed)
     replaced = {r.id for r in _active_runs(ledger, target)} | {target.run.id}
@@ -287,7 +287,7 @@ def _changed_overrides(target, new_plan) -> list[dict]:
     if new_plan is None:
         return []
     before = {(o.key, o.value) for o in target.run.plan().overrides}
-    return [{"key": o.key, "value": o.value, "class": o.change_class, "reason": o.reason}
+    return [{"key": o.key, "value": o.value, "class": o.change_class, "reason": str(o.reason)}
             for o in new_plan.overrides if (o.key, o.value) not in before]
 
 

@@ -1,7 +1,16 @@
 """`mbridge-launch submit PLAN --executor sbatch|nemo-run|submitit`: through the gate.
 
---dry-run prints the exact script or experiment and submits nothing. Otherwise preflight runs,
-the plan card is shown, and the job is submitted only after confirmation (typed, or --yes).
+--dry-run runs preflight as a real submit would (with the Slurm queries unless
+--no-cluster-checks), prints its verdict, then the exact script or experiment, and submits nothing
+and writes no ledger row; a plan that a real submit would refuse exits 1 (the script is still
+printed, to be read). Otherwise preflight runs, the plan card is shown, and the job is submitted
+only after confirmation (typed, or --yes).
+
+Two directories: `--script-dir` is where the rendered script (NeMo-Run home, submitit folder)
+goes and the scheduler is called; the job's start directory is the plan's launch.workdir
+(`recommend --workdir`). `submit --workdir` once meant the first while `recommend --workdir`
+meant the second; it is refused with a pointer to both rather than silently meaning either: the
+start directory belongs in the Plan, whose hash the ledger records for the submission.
 """
 
 from __future__ import annotations
@@ -24,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", choices=executors, metavar=executors.metavar(), default="sbatch",
                         help=t("help.submit.executor"))
     parser.add_argument("--dry-run", action="store_true", help=t("help.submit.dry_run"))
-    parser.add_argument("--workdir", help=t("help.submit.workdir"))
+    parser.add_argument("--script-dir", metavar="DIR", help=t("help.submit.script_dir"))
+    parser.add_argument("--workdir", metavar="DIR", help=t("help.submit.workdir"))  # refused: see run()
     parser.add_argument("--yes", action="store_true", help=t("help.submit.yes"))
     parser.add_argument("--force", action="store_true", help=t("help.submit.force"))
     parser.add_argument("--reason", help=t("help.submit.reason"))
@@ -38,37 +48,70 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def _print_dry_run(plan, result, fmt: str) -> int:  # noqa: ANN001
+def _verdict(report, force: bool) -> tuple[str, bool]:  # noqa: ANN001
+    """(the verdict line, whether a real submit would go on past preflight)."""
+    errors = len(report.errors)
+    if not errors:
+        return t("submit.dry_run.would_pass", count=len(report.warnings)), True
+    if force:
+        return t("submit.dry_run.would_force", count=errors, codes=", ".join(report.codes("error"))), True
+    return t("submit.dry_run.would_refuse", count=errors, codes=", ".join(report.codes("error"))), False
+
+
+def _dry_run(plan, args, plan_text: str) -> int:  # noqa: ANN001
+    """Preflight as the gate would run it (same submit directory, same cluster checks), its
+    verdict, then the rendered script; no ledger, no submission."""
+    import sys
+    from pathlib import Path
+
     from mbridge_launch.base.output import print_json
     from mbridge_launch.base.quoting import sh_join
+    from mbridge_launch.executors.base import Rendered
+    from mbridge_launch.executors.launch import submit_plan
+    from mbridge_launch.preflight.render import render_text
+    from mbridge_launch.preflight.runner import run_preflight
 
-    if fmt == "json":
+    script_dir = Path(args.script_dir or Path.cwd()).resolve()
+    report = run_preflight(plan, cluster=not args.no_cluster_checks, plan_text=plan_text, submit_dir=script_dir)
+    verdict, would_submit = _verdict(report, bool(args.force and (args.reason or "").strip()))
+    result = submit_plan(plan, args.executor, script_dir, dry_run=True)
+    assert isinstance(result, Rendered)  # dry_run=True renders, never submits
+    code = 0 if would_submit else 1
+    if args.format == "json":
         print_json({"executor": result.executor, "submit_command": result.submit_command,
-                    "text": result.text, "files": result.files, "plan_hash": plan.plan_hash()})
-        return 0
+                    "text": result.text, "files": result.files, "plan_hash": plan.plan_hash(),
+                    "preflight": report.to_json(), "would_submit": would_submit, "verdict": verdict})
+        return code
+    print(render_text(report, plan.name), file=sys.stderr)
+    print(verdict, file=sys.stderr)
+    sys.stderr.flush()
     print(t("executors.submit.dry_run_header", executor=result.executor, command=sh_join(result.submit_command)))
+    print(t("submit.dry_run.verdict_comment", verdict=verdict))  # the script's reader sees it too
     print(result.text, end="" if result.text.endswith("\n") else "\n")
-    return 0
+    return code
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from mbridge_launch.base.errors import UserError
     from mbridge_launch.base.output import print_json
     from mbridge_launch.executors import load_executor
-    from mbridge_launch.executors.launch import submit_plan
     from mbridge_launch.gate.submit import GateOptions, submit_gated
     from mbridge_launch.plan.model import load_plan
 
+    if args.workdir is not None:
+        raise UserError("submit.workdir_removed", value=args.workdir)
     load_executor(args.executor)  # a missing extra (nemo-run, submitit) is one line now, not after preflight
     plan = load_plan(args.plan)
+    plan_text = Path(args.plan).read_text(encoding="utf-8")
     if args.dry_run:
-        return _print_dry_run(plan, submit_plan(plan, args.executor, args.workdir, dry_run=True), args.format)
+        return _dry_run(plan, args, plan_text)
     options = GateOptions(executor=args.executor, yes=args.yes, force=args.force, reason=args.reason,
-                          resubmit=args.resubmit, workdir=Path(args.workdir) if args.workdir else None,
+                          resubmit=args.resubmit, script_dir=Path(args.script_dir) if args.script_dir else None,
                           ledger_path=args.ledger, cluster_checks=not args.no_cluster_checks,
                           threshold_gpu_hours=args.confirm_threshold, watcher=not args.no_watcher)
-    result = submit_gated(plan, options, plan_path=args.plan, plan_text=Path(args.plan).read_text(encoding="utf-8"))
+    result = submit_gated(plan, options, plan_path=args.plan, plan_text=plan_text)
     if args.format == "json":
         print_json({"run_id": result.run_id, "name": plan.name, "executor": args.executor, "job_ids": result.job_ids,
                     "plan_hash": plan.plan_hash(), "script": result.script_path, "confirmation": result.confirmation,

@@ -11,6 +11,7 @@ from mbridge_launch.base.i18n import t
 from mbridge_launch.base.terminal import display_width, pad
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
+from mbridge_launch.planner.pipeline_split import mtp_layers
 from mbridge_launch.planner.rules import recompute_label
 from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, Candidate, Rejection, ranking_terms
 
@@ -27,7 +28,22 @@ def budget(candidate: Candidate, tokens: float | None, gpus: int) -> dict[str, f
     return {"tokens": tokens, "hours": seconds / 3600.0, "gpu_hours": seconds * gpus / 3600.0}
 
 
-def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None) -> dict[str, Any]:
+def split_json(c: Candidate, arch: Any) -> dict[str, Any] | None:
+    """The pipeline split the estimate assumed (kind, Megatron settings, layers per rank, words)."""
+    L = c.layout
+    if arch is None or L.pp <= 1 or L.split is None:
+        return None
+    return L.split.as_json(arch.num_layers, L.pp, L.vp_size, mtp_layers(arch))
+
+
+def split_text(c: Candidate, arch: Any) -> str | None:
+    L = c.layout
+    if arch is None or L.pp <= 1 or L.split is None:
+        return None
+    return L.split.describe(arch.num_layers, L.pp, L.vp_size, mtp_layers(arch))
+
+
+def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch: Any = None) -> dict[str, Any]:
     L = c.layout
     data: dict[str, Any] = {
         "tp": L.tp, "pp": L.pp, "vp": L.vp, "cp": L.cp, "ep": L.ep, "etp": L.etp, "dp": L.dp, "sp": L.sp,
@@ -44,6 +60,10 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None) -> d
         # what the ranking adds to log(tokens/s/GPU): memory charge, EP and CP preferences
         "ranking_terms": {k: round(v, 4) for k, v in ranking_terms(_memory_fraction(c), L).items()},
     }
+    split = split_json(c, arch)
+    if split is not None and L.split is not None:
+        data["pipeline_split"] = split
+        data["split_overrides"] = dict(L.split.to_overrides())
     spend = budget(c, tokens, L.world or 1)
     if spend:
         data["budget"] = {k: float(f"{v:.6g}") for k, v in spend.items()}  # small budgets keep their hours
@@ -111,13 +131,8 @@ def rejected_json(rejected: dict[str, Rejection]) -> list[dict[str, Any]]:
 
 
 def _rejection_message(r: Rejection, lang: str | None = None) -> str:
-    if r.violation is not None:
-        return r.violation.message(lang)
-    if r.code == "PRUNED_SLOWER":
-        return t("planner.rule.pruned", lang=lang)
-    if r.code == "RULE_MEMORY":
-        return t("planner.rule.memory", lang=lang)
-    return r.code
+    """The rule's message (search.Rejection.message): every rejection line says what broke."""
+    return r.message(lang)
 
 
 def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") -> list[str]:
@@ -176,7 +191,7 @@ def time_line(breakdown: dict[str, float], lang: str | None = None) -> str:
 
 
 def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None = None,
-                   ranked: list[Candidate] | None = None) -> list[str]:
+                   ranked: list[Candidate] | None = None, arch: Any = None) -> list[str]:
     """The card of the rank-th candidate; given the whole ranked list, it also says why it ranks
     below a layout predicted slower (rank_note)."""
     L = c.layout
@@ -194,8 +209,10 @@ def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None =
     note = rank_note(rank - 1, ranked) if ranked else None
     if note:
         lines.append(note)
-    if L.uneven_pp:
-        lines.append(t("planner.notes_uneven"))
+    split = split_text(c, arch) if L.uneven_pp else None
+    if split is not None:
+        # the concrete settings (plan -o writes them), not a reminder to choose some
+        lines.append(t("planner.split_line", split=split))
     return lines
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from mbridge_launch.base.i18n import t
 from mbridge_launch.plan.settings import override_text
+from mbridge_launch.recommend.estimate_missing import estimate_missing
 
 
 def all_changes(rec: Any, plan: Any) -> list[Any]:
@@ -13,6 +14,12 @@ def all_changes(rec: Any, plan: Any) -> list[Any]:
     from mbridge_launch.recommend.to_plan import launcher_changes
 
     return [*rec.changes, *launcher_changes(rec, plan)]
+
+
+def _estimate_missing_json(rec: Any) -> dict[str, str] | None:
+    """{code, message} saying why "estimate" is null; None when there is an estimate."""
+    missing = estimate_missing(rec)
+    return None if missing is None else {"code": missing[0], "message": str(missing[1])}
 
 
 def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
@@ -33,9 +40,10 @@ def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
             "recompute": layout.recompute, "recompute_layers": layout.recompute_layers, "fsdp": layout.fsdp,
         },
         "changes": [c.as_json() for c in all_changes(rec, plan)],
-        "warnings": [{"code": code, "message": message} for code, message in rec.warnings],
+        "warnings": [{"code": code, "message": str(message)} for code, message in rec.warnings],
         "notes": rec.notes,
         "estimate": None if est is None else plan.estimates.model_dump(mode="json"),
+        "estimate_missing": _estimate_missing_json(rec),
         "gpu_type": rec.hardware.name,
         "catalog": {"source": rec.catalog.source, "version": rec.catalog.version},
         "plan_hash": plan.plan_hash(),
@@ -63,10 +71,13 @@ def as_card(rec: Any, plan: Any, command: str) -> str:
     lines.append(f"{t('card.batch')}: " + t("card.batch_line", mbs=layout.mbs, gbs=layout.gbs,
                                            ga=layout.gbs // max(1, layout.mbs * layout.dp), seq=layout.seq_length))
     est = plan.estimates
+    missing = estimate_missing(rec)
     if est.memory_gb_per_gpu is not None and est.step_time_s:
         lines.append(f"{t('card.estimate')}: " + t("card.estimate_line", mem=est.memory_gb_per_gpu, hbm=est.hbm_gb or 0,
                                                   step=est.step_time_s, tps=est.tokens_per_sec_per_gpu or 0,
                                                   mfu=est.mfu or 0))
+    elif missing is not None:  # never left out silently
+        lines.append(f"{t('card.estimate')}: " + t("card.estimate_none", code=missing[0], message=str(missing[1])))
     lines.append(f"{t('card.command')}:")
     lines.append(f"    {command}")
     lines.append(f"{t('card.changes')}:")
