@@ -172,20 +172,9 @@ def main() -> int:
 
 
 def write_section(text: str) -> None:
-    """Replace (or add) this section of RESULTS.md, keeping every other section."""
-    old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Planner benchmarks\n"
-    if SECTION in old:
-        start = old.index(SECTION)
-        rest = old[start + len(SECTION):]
-        nxt = rest.find("\n## ")
-        after = rest[nxt + 1:] if nxt >= 0 else ""
-        new = old[:start] + text + ("\n" + after if after else "")
-    else:
-        marker = "## Speed"
-        at = old.find(marker)
-        new = (old[:at] + text + "\n" + old[at:]) if at >= 0 else old.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(new, encoding="utf-8")
+    from results_file import write_section as write
 
+    write(SECTION, text)
 
 if __name__ == "__main__":
     sys.exit(main())

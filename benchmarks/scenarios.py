@@ -3,7 +3,9 @@ layout, memory per GPU against HBM, tokens/s per GPU and each step's verdict alo
 (recommend -> preflight --no-cluster -> estimate -> submit --dry-run per executor), then every
 contradiction found. The same chains are what tests/scenarios/test_scenario_matrix.py asserts on.
 
-    python benchmarks/scenarios.py [--only ID_SUBSTRING] [--markdown]
+    python benchmarks/scenarios.py [--only ID_SUBSTRING] [--markdown] [--write]
+
+--write puts the Markdown table into the "Scenario matrix" section of benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def row(o: Outcome) -> list[str]:
             str(len(o.contradictions))]
 
 
+SECTION = "## Scenario matrix (`python benchmarks/scenarios.py --write`)"
+INTRO = ("Every request of tests/scenarios/scenario_table.py along the main path: `recommend -o` (and the "
+         "same in Chinese: same Plan hash), `preflight --no-cluster`, `estimate` of the written layout, "
+         "`submit --dry-run` with each executor. Verdicts are exit codes; preflight's and the dry runs' exit 1 "
+         "here are facts of this machine (checkpoints on node-local /tmp, disk space), which the test does not "
+         "count as contradictions; a contradiction is a step that disagrees with another "
+         "(tests/scenarios/scenario_chain.py). GB/GPU is the Plan's memory estimate against HBM.")
 HEAD = ["request", "recipe (or refusal)", "GPUs", "layout", "GB/GPU", "tok/s/GPU", "verdicts", "contra."]
 
 
@@ -45,6 +54,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="run only scenarios whose id contains this")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table (for benchmarks/RESULTS.md)")
+    ap.add_argument("--write", action="store_true", help="write the Markdown table into benchmarks/RESULTS.md")
     args = ap.parse_args()
     chosen = [s for s in SCENARIOS if not args.only or args.only in s.id]
     started = time.perf_counter()
@@ -54,19 +64,23 @@ def main() -> int:
         for s in chosen:
             outcomes.append(run_chain(s, Path(tmp) / s.id))
     rows = [row(o) for o in outcomes]
+    bad = [o for o in outcomes if o.contradictions]
+    done = sum(1 for o in outcomes if not o.refused)
+    summary = (f"{len(outcomes)} scenarios, {done} reached the dry run, {len(outcomes) - done} refused clearly, "
+               f"{len(bad)} with contradictions")
+    table = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    table += ["| " + " | ".join(x.replace("|", "/") for x in r) + " |" for r in rows]
+    if args.write:
+        from results_file import write_section
+
+        write_section(SECTION, "\n".join([SECTION, "", INTRO, "", *table, "", summary + ".", ""]))
     if args.markdown:
-        print("| " + " | ".join(HEAD) + " |")
-        print("|" + "---|" * len(HEAD))
-        for r in rows:
-            print("| " + " | ".join(x.replace("|", "/") for x in r) + " |")
+        print("\n".join(table))
     else:
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEAD)]
         for r in [HEAD, *rows]:
             print("  ".join(x.ljust(w) for x, w in zip(r, widths)))
-    bad = [o for o in outcomes if o.contradictions]
-    done = sum(1 for o in outcomes if not o.refused)
-    print(f"\n{len(outcomes)} scenarios, {done} reached the dry run, {len(outcomes) - done} refused clearly, "
-          f"{len(bad)} with contradictions ({time.perf_counter() - started:.0f} s)")
+    print(f"\n{summary} ({time.perf_counter() - started:.0f} s)")
     for o in bad:
         print(f"\n## {o.scenario.id}: {' '.join(o.scenario.args)}")
         for c in o.contradictions:

@@ -67,7 +67,7 @@ class SubmissionError(UserError):
 
 @contextmanager
 def writable(path: object) -> Iterator[None]:
-    """`with writable(path): ...` around writing a file or folder the user named (-o, --workdir):
+    """`with writable(path): ...` around writing a file or folder the user named (-o, submit --script-dir):
     a file-system refusal (missing parent, permission, read-only) becomes one clear UserError
     naming that path and the reason, instead of an internal error."""
     try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.hydra_values import override_text  # noqa: F401 - re-exported: plan.settings.override_text
 from mbridge_launch.knowledge.vocabulary import RECIPE_KEYS
 from mbridge_launch.plan.overrides import is_on
 
@@ -56,13 +57,6 @@ _RECIPE_FIELDS: dict[str, tuple[str, str]] = {
 
 
 
-def override_text(value: Any) -> str:
-    """A value as written after KEY= on the run_recipe.py line (Hydra syntax: null, true, false)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def recipe_default(recipe: Any, path: str) -> Any:

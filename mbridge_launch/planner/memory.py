@@ -181,6 +181,13 @@ def _model(arch: ModelArch, precision: str, goal: str, grad_bytes: float = GRAD_
     return _MemoryModel(arch, precision, goal, grad_bytes)
 
 
+# Bytes per parameter of the weights a GPU holds, by precision (2: bf16, or fp8 + its transpose).
+# NVFP4: Megatron Bridge's bf16_with_nvfp4_mixed sets fp4_param_gather (fp4_param), so the primary
+# weights are 4-bit E2M1 with one E4M3 scale per 16 values, kept row-wise and column-wise for the
+# backward GEMMs: 2 x (0.5 + 1/16) bytes. (The fp32 master copy is optimizer state: OPTIM_BYTES.)
+WEIGHT_BYTES = {"nvfp4": 2 * (0.5 + 1 / 16)}
+
+
 class _MemoryModel:
     """Per (model, precision, goal) caches: stage contents and per-token activation bytes."""
 
@@ -188,6 +195,7 @@ class _MemoryModel:
         self.arch = arch
         self.grad_bytes = grad_bytes
         self.low_precision = precision != "bf16"
+        self.weight_bytes = WEIGHT_BYTES.get(precision, 2.0)
         self.peft = recipe_task(goal) == "peft"  # lora, dora (or the task name itself)
         self._stages: dict[tuple, tuple] = {}
         self._acts: dict[tuple, tuple[float, float]] = {}
@@ -237,9 +245,9 @@ class _MemoryModel:
         tp, cp, pp = L.tp, L.cp, L.pp
         dense, expert, counts, n_layers, biggest, adapters = self._stage_params(L, first)
         last = not first or pp == 1
-        # bf16 weights; FP8/FP4 runs keep low-precision primary weights (fp8_param_gather) plus
-        # the transposed / column-wise copy the backward GEMMs need: also about 2 bytes each.
-        weight_bytes = 2.0
+        # bf16 weights; FP8 runs keep fp8 primary weights (fp8_param_gather) plus the transposed
+        # copy the backward GEMMs need (about 2 bytes); NVFP4 runs keep fp4 ones (WEIGHT_BYTES)
+        weight_bytes = self.weight_bytes
         dp_shard = max(L.dp * cp, 1)
         edp_shard = max(L.edp, 1)
         params = dense + expert

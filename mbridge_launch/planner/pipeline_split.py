@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from mbridge_launch.base.hydra_values import override_text
+
 EVEN, FIRST_LAST, ACCOUNT, LAYOUT = "even", "first_last", "account", "layout"
 
 FIRST_KEY = "num_layers_in_first_pipeline_stage"
@@ -106,7 +108,7 @@ class PipelineSplit:
         this split: the keys whose values differ, unset ones as null (Megatron refuses a layout
         next to first/last counts or account_for_*, so a recipe's own mechanism is switched off)."""
         mine, theirs = self.settings(), (relative_to or EVEN_SPLIT).settings()
-        return [("model." + key, _text(mine[key])) for key in SPLIT_KEYS if mine[key] != theirs[key]]
+        return [("model." + key, override_text(mine[key])) for key in SPLIT_KEYS if mine[key] != theirs[key]]
 
     @property
     def uneven(self) -> bool:
@@ -198,12 +200,12 @@ class PipelineSplit:
             out.append(("planner.split_problem.not_positive", {}))
             return out
         if any(c % vp for c in counts):
-            out.append(("planner.split_problem.first_last_vp", {"first": _text(self.first), "last": _text(self.last),
+            out.append(("planner.split_problem.first_last_vp", {"first": override_text(self.first), "last": override_text(self.last),
                                                                 "vp": vp}))
         middle = pp - len(counts)
         rest = num_layers - sum(counts)
         if rest < 0 or bool(rest) != bool(middle) or (middle and (rest % middle or (rest // middle) % vp)):
-            out.append(("planner.split_problem.first_last", {"first": _text(self.first), "last": _text(self.last),
+            out.append(("planner.split_problem.first_last", {"first": override_text(self.first), "last": override_text(self.last),
                                                              "rest": rest, "middle": middle, "vp": vp}))
         return out
 
@@ -236,7 +238,7 @@ class PipelineSplit:
         if self.kind == LAYOUT:
             return t("planner.split.layout", lang=lang, layout=format_layout(self.stages or ()), detail=detail)
         if self.kind == FIRST_LAST:
-            return t("planner.split.first_last", lang=lang, first=_text(self.first), last=_text(self.last), detail=detail)
+            return t("planner.split.first_last", lang=lang, first=override_text(self.first), last=override_text(self.last), detail=detail)
         if self.kind == ACCOUNT:
             return t("planner.split.account", lang=lang, detail=detail)
         return t("planner.split.even", lang=lang, detail=detail)
@@ -261,14 +263,6 @@ def _spread(total: int, parts: int) -> list[int]:
         return []
     base, extra = divmod(max(total, 0), parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _count(value: Any) -> tuple[Optional[int], Optional[str]]:

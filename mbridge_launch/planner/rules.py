@@ -396,7 +396,9 @@ def _expert_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
         out.append(_v("RULE_ETP_FFN", "planner.rule.etp_ffn", "etp", divisors(gcd(arch.expert_ffn, 64)),
                       etp=L.etp_size, ffn=arch.expert_ffn, model=arch.name))
     if L.tp > 1 and L.ep > 1 and not L.sp:
-        out.append(_v("RULE_MOE_SP", "planner.rule.moe_sp", "sp", (True,), tp=L.tp, ep=L.ep))
+        # Megatron Core warns (ModelParallelConfig.__post_init__), it does not refuse: NVIDIA ships
+        # such layouts (GLM-4.5 355B SFT: TP2 EP16 without SP), so it is a warning here too
+        out.append(_v("RULE_MOE_SP", "planner.rule.moe_sp", "sp", (True,), severity="warning", tp=L.tp, ep=L.ep))
 
 
 def _hardware_rules(L: Layout, hw: Hardware, out: list[Violation]) -> None:

@@ -18,8 +18,6 @@ from mbridge_launch.recommend.pitfalls import find_pitfalls
 from mbridge_launch.recommend.request import Request
 from mbridge_launch.recommend.resize import Resized, resize_layout
 
-SMOKE_TEST_MODEL = "llama3_8b"
-
 
 @dataclass
 class Recommendation:

@@ -24,7 +24,7 @@ class Change:
     to: Any
     change_class: str
     reason: Msg  # a message key and parameters: rendered when shown, so the Plan is language neutral
-    source: str  # resize | user | dataset | launcher
+    source: str  # resize | user | planner (`plan -o`) | dataset | launcher
     # True: a KEY=VALUE override the Plan carries in `overrides`. False: carried by another Plan
     # field (--mode for the PEFT scheme, --dataset, checkpoint paths, dataset.data_path).
     as_override: bool = True

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.i18n import msg
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
 from mbridge_launch.plan.settings import FSDP_SHARDING_STRATEGY, full_recompute_settings, override_text
 
@@ -58,6 +59,13 @@ def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | No
         raise UserError("planner.plan_no_recipe", model=got.model, goal=got.goal)
     rec.layout = layout
     rec.estimate = candidate
+    # the layout reached the recommender as overrides, but the user did not choose it: `plan` did
+    chosen = {item.partition("=")[0] for item in overrides}
+    for change in rec.changes:
+        if change.source == "user" and change.field in chosen:
+            change.source = "planner"
+            change.reason = msg("change.reason.joined", first=msg("change.reason.planner_choice", gpus=gpus),
+                                second=change.reason)
     plan = build_plan(rec, ClusterFlags(name=name))
     written = save_plan(plan, path)
     return written, plan.plan_hash()

@@ -1,5 +1,5 @@
 """A path the machine refuses is one clear line, never an 'internal error' with a report request:
-user-named outputs (-o, --workdir) exit 2 naming the path; any other file-system failure exits 1."""
+user-named outputs (-o, submit --script-dir) exit 2 naming the path; any other file-system failure exits 1."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_any_other_file_system_failure_is_one_line_exit_1(capsys, monkeypatch, t
 
 
 @pytest.mark.parametrize("executor", ["sbatch", "nemo-run", "submitit"])
-def test_an_unwritable_workdir_stops_before_anything_is_submitted(executor):
+def test_an_unwritable_script_dir_stops_before_anything_is_submitted(executor):
     import plan_fixtures as pf
     from mbridge_launch.executors.launch import submit_plan
 

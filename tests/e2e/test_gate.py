@@ -375,7 +375,7 @@ def test_rollback_resubmit_goes_through_the_gate(base_plan, gate_env, shared_dir
         run = ledger.get_run(child["id"])
         changed = {o.key: o for o in run.plan().overrides if o.key in ("rng.seed", "train.iterations_to_skip")}
         assert changed["rng.seed"].value == "7" and changed["train.iterations_to_skip"].value == "[4]"
-        assert all(o.change_class == "convergence" and "rollback of run" in o.reason for o in changed.values())
+        assert all(o.change_class == "convergence" and "rollback of run" in o.reason.render("en") for o in changed.values())
         assert sorted(o["detail"]["key"] for o in ledger.overrides(run.id) if o["kind"] == "convergence") == \
             ["rng.seed", "train.iterations_to_skip"]
         assert [(c["action"], c["method"]) for c in ledger.confirmations(1)] == [("submit", "flag-yes"), ("rollback", "flag-yes")]

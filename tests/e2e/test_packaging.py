@@ -204,7 +204,7 @@ def test_core_install_in_a_fresh_venv(source_copy, tmp_path):
     dry = _check(mbl("submit", "p.yaml", "--executor", "sbatch", "--dry-run", "--no-cluster-checks"),
                  "submit --executor sbatch --dry-run --no-cluster-checks")
     assert "#SBATCH" in dry.stdout and "#!/bin/bash" in dry.stdout, dry.stdout[:2000]
-    _check(mbl("estimate", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "8", "--tp", "1", "--pp", "1",
+    _check(mbl("estimate", "--model", "llama3_8b", "--gpu-type", "h100", "--gpus", "8", "--tp", "2", "--pp", "1",
                "--mbs", "1", "--gbs", "64", "--seq-length", "8192"), "estimate in the core venv")
     checked = mbl("preflight", "p.yaml", "--no-cluster", "--format", "json")  # the smoke plan passes on a fresh machine
     assert checked.returncode == 0 and "internal error" not in checked.stderr, (checked.returncode, checked.stderr[-2000:])

@@ -163,3 +163,19 @@ def test_every_catalog_recipe_split_is_parsed_and_accepted_at_its_own_layout():
 
 def test_mtp_layers_of_hybrid_models_stay_in_their_pattern():
     assert mtp_layers(load_arch("deepseek_v3")) == 1 and mtp_layers(load_arch("llama3_8b")) == 0
+
+
+def test_written_layouts_use_only_what_hydra_reads_unquoted():
+    """run_recipe.py parses trailing KEY=VALUE overrides with Hydra's override grammar: a bare
+    value may hold letters, digits, '*' and '|' (checked against hydra-core 1.3: 'Et|t*2|mL' is a
+    string) but not Megatron's '(...)*n' or ',' shorthands ("mismatched input '('"). Every layout
+    the planner writes keeps to the first set, and reads back as the same stages."""
+    import re
+
+    from mbridge_launch.planner.pipeline_split import balanced_layout, format_layout, parse_layout
+
+    for layers, pp, vp, mtp in ((61, 8, 4, 1), (61, 16, 1, 1), (126, 8, 8, 0), (94, 8, 3, 0), (46, 4, 1, 1), (92, 8, 1, 1)):
+        split = balanced_layout(layers, pp, vp, mtp)
+        text = format_layout(split.stages)
+        assert re.fullmatch(r"[A-Za-z0-9*|]+", text), text
+        assert parse_layout(text) == split.stages
