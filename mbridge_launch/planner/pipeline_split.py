@@ -115,13 +115,16 @@ class PipelineSplit:
         return self.kind != EVEN
 
     # ------------------------------------------------------------------ stages
-    def virtual_stages(self, num_layers: int, pp: int, vp: int = 1, mtp: int = 0) -> list[StageShare]:
+    # The search asks the same (split, layers, PP, VP, MTP) questions thousands of times (memory and
+    # step time per candidate): the answers are cached, and returned as tuples so none is mutated.
+    @lru_cache(maxsize=4096)  # noqa: B019 - bounded, and the keys are small frozen values
+    def virtual_stages(self, num_layers: int, pp: int, vp: int = 1, mtp: int = 0) -> tuple[StageShare, ...]:
         """Every virtual stage in virtual-stage order (PP x VP of them). A split that breaks its
         rules (problems()) still gets a best-effort share, for the estimates."""
         vp = max(vp, 1)
         if self.kind == LAYOUT and self.stages and len(self.stages) % pp == 0:
-            return [StageShare(i % pp, i // pp, s.count("t"), "E" in s, "L" in s, s.count("m"))
-                    for i, s in enumerate(self.stages)]
+            return tuple(StageShare(i % pp, i // pp, s.count("t"), "E" in s, "L" in s, s.count("m"))
+                         for i, s in enumerate(self.stages))
         count = pp * vp
         if self.kind == FIRST_LAST:
             per_rank = self._first_last_ranks(num_layers, pp)
@@ -137,8 +140,8 @@ class PipelineSplit:
         else:
             decoders = _spread(num_layers, count)
         last = count - 1
-        return [StageShare(i % pp, i // pp, d, i == 0, i == last, mtp if i == last else 0)
-                for i, d in enumerate(decoders)]
+        return tuple(StageShare(i % pp, i // pp, d, i == 0, i == last, mtp if i == last else 0)
+                     for i, d in enumerate(decoders))
 
     def _first_last_ranks(self, num_layers: int, pp: int) -> list[int]:
         first = self.first if self.first is not None else None
@@ -156,19 +159,21 @@ class PipelineSplit:
                 ranks.append(next(shares, 0))
         return ranks
 
-    def rank_shares(self, num_layers: int, pp: int, vp: int = 1, mtp: int = 0) -> list[StageShare]:
+    @lru_cache(maxsize=4096)  # noqa: B019 - bounded, and the keys are small frozen values
+    def rank_shares(self, num_layers: int, pp: int, vp: int = 1, mtp: int = 0) -> tuple[StageShare, ...]:
         """Per pipeline rank, all its virtual chunks together (chunk = -1)."""
         out = [StageShare(r, -1, 0) for r in range(pp)]
         for s in self.virtual_stages(num_layers, pp, vp, mtp):
             o = out[s.rank]
             out[s.rank] = StageShare(s.rank, -1, o.decoders + s.decoders, o.embedding or s.embedding,
                                      o.loss or s.loss, o.mtp + s.mtp)
-        return out
+        return tuple(out)
 
-    def rank_loads(self, num_layers: int, pp: int, vp: int = 1, mtp: int = 0) -> list[int]:
+    @lru_cache(maxsize=4096)  # noqa: B019 - bounded, and the keys are small frozen values
+    def rank_loads(self, num_layers: int, pp: int, vp: int = 1, mtp: int = 0) -> tuple[int, ...]:
         """Per rank, its layers counting the embedding, the loss and each MTP layer as one
         (the weights Megatron's account_for_* settings give them)."""
-        return [s.decoders + s.embedding + s.loss + s.mtp for s in self.rank_shares(num_layers, pp, vp, mtp)]
+        return tuple(s.decoders + s.embedding + s.loss + s.mtp for s in self.rank_shares(num_layers, pp, vp, mtp))
 
     # ------------------------------------------------------------------ rules
     def problems(self, num_layers: int, pp: int, vp: Optional[int] = None, mtp: int = 0) -> list[tuple[str, dict]]:
@@ -356,8 +361,9 @@ def _layout_problems(stages: tuple[str, ...], num_layers: int, pp: int, vp: Opti
 
 
 # ---------------------------------------------------------------------- choosing
+@lru_cache(maxsize=4096)  # the search settles every candidate's split: few distinct questions
 def choose_split(num_layers: int, pp: int, vp: int = 1, mtp: int = 0, *, keep: PipelineSplit | None = None,
-                 shipped: Iterable[PipelineSplit] = ()) -> PipelineSplit:
+                 shipped: tuple[PipelineSplit, ...] = ()) -> PipelineSplit:
     """The split to run num_layers (+ mtp MTP layers) on PP x VP stages, the way Megatron Bridge's
     recipes do: `keep` (the recipe's own split) when Megatron accepts it here; the even split when
     the layers divide; a split one of the model's recipes ships for this PP x VP; the embedding
@@ -390,18 +396,23 @@ def _computed_split(num_layers: int, pp: int, vp: int, mtp: int) -> PipelineSpli
 def _balanced_first_last(num_layers: int, pp: int, vp: int, mtp: int) -> PipelineSplit | None:
     """First/last-stage counts (multiples of VP) with the least loaded busiest rank, the embedding
     on the first rank and the loss and MTP layers on the last counting as a layer each; None when
-    no counts satisfy Megatron's rules."""
-    best: tuple[tuple[int, int], PipelineSplit] | None = None
+    no counts satisfy Megatron's rules. The loads are computed arithmetically for every pair
+    (as rank_loads would), best first; the first pair problems() accepts wins (a cold search asks
+    this once per pipeline size, over O(layers^2) pairs)."""
+    middle = max(pp - 2, 0)
+    scored = []
     for first in range(vp, num_layers + 1, vp):
         for last in range(vp, num_layers - first + 1, vp):
-            split = PipelineSplit(FIRST_LAST, first=first, last=last)
-            if split.problems(num_layers, pp, vp, mtp):
-                continue
-            loads = split.rank_loads(num_layers, pp, vp, mtp)
-            key = (max(loads), abs(loads[0] - loads[-1]))
-            if best is None or key < best[0]:
-                best = (key, split)
-    return best[1] if best else None
+            rest = num_layers - first - last
+            if middle == 0 and rest or middle and rest % (middle * vp):
+                continue  # Megatron: the middle ranks split the rest evenly, VP chunks each
+            loads = [first + 1, last + 1 + mtp] + ([rest // middle] if middle else [])
+            scored.append(((max(loads), abs(loads[0] - loads[1])), first, last))
+    for _, first, last in sorted(scored):
+        split = PipelineSplit(FIRST_LAST, first=first, last=last)
+        if not split.problems(num_layers, pp, vp, mtp):
+            return split
+    return None
 
 
 def balanced_layout(num_layers: int, pp: int, vp: int = 1, mtp: int = 0) -> PipelineSplit:
@@ -461,15 +472,29 @@ def mtp_layers(arch: Any) -> int:
     return 0 if getattr(arch, "is_hybrid", False) else int(getattr(arch, "mtp_num_layers", 0) or 0)
 
 
+_SETTLED: dict[tuple, PipelineSplit] = {}
+
+
 def settle(layout: Any, arch: Any, *, keep: PipelineSplit | None = None) -> Any:
     """`layout` with its concrete split: `keep` when valid there, else choose_split's."""
     if arch is None or getattr(arch, "num_layers", None) is None:
         return replace(layout, split=keep, uneven_pp=bool(keep and keep.uneven)) if keep is not None else layout
-    split = choose_split(arch.num_layers, layout.pp, layout.vp_size, mtp_layers(arch), keep=keep,
-                         shipped=shipped_splits(getattr(arch, "name", None)))
+    if keep is None and (layout.pp <= 1 or arch.num_layers % (layout.pp * layout.vp_size) == 0) \
+            and layout.split in (None, EVEN_SPLIT) and not layout.uneven_pp:
+        return layout  # the even split (the search's common case: no choice to make)
+    key = (getattr(arch, "name", None), arch.num_layers, layout.pp, layout.vp_size, mtp_layers(arch), keep)
+    split = _SETTLED.get(key)
+    if split is None:  # choose_split is cached too, but hashing its `shipped` tuple each time is not free
+        split = _SETTLED[key] = choose_split(arch.num_layers, layout.pp, layout.vp_size, mtp_layers(arch), keep=keep,
+                                             shipped=shipped_splits(getattr(arch, "name", None)))
     if split == layout.split and split.uneven == layout.uneven_pp:
         return layout
-    return replace(layout, split=split, uneven_pp=split.uneven, first_stage_layers=None, last_stage_layers=None)
+    # a copy as rules.evolve makes it (rules imports this module): dataclasses.replace re-runs
+    # __init__, which the search would pay thousands of times
+    settled = object.__new__(type(layout))
+    settled.__dict__.update(layout.__dict__)
+    settled.__dict__.update(split=split, uneven_pp=split.uneven, first_stage_layers=None, last_stage_layers=None)
+    return settled
 
 
 def settle_for_recipe(layout: Any, arch: Any, recipe: PipelineSplit, recipe_pp: int, recipe_vp: int,

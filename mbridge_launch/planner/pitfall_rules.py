@@ -40,10 +40,10 @@ CODES = ("PP_WITHOUT_VP", "EP_LOW", "LONG_CONTEXT_NO_CP", "FSDP_TP_H100")
 GRID_CODES = frozenset({"EP_LOW", "LONG_CONTEXT_NO_CP", "FSDP_TP_H100"})
 # Pitfalls the step model already prices (the pipeline bubble; small expert GEMMs and the
 # all-to-all of a low EP), and which NVIDIA's own published layouts carry (EP_LOW 24 and
-# PP_WITHOUT_VP 9 of the 129 benchmark rows): ranking them out lexicographically moved the
-# published layout from first choice in 72 to 62 of 128 rows. The search weighs them through the
-# predicted speed; the others (what the step model does not see) rank a layout after every
-# layout with fewer of them.
+# PP_WITHOUT_VP 9 of the 129 benchmark rows): ranking them out lexicographically put the published
+# layout first in 62 of 128 rows, weighing them by speed in 76 (benchmarks/accuracy.py). The
+# search weighs them through the predicted speed; the others (what the step model does not see)
+# rank a layout after every layout with fewer of them.
 PRICED = frozenset({"PP_WITHOUT_VP", "EP_LOW"})
 
 
