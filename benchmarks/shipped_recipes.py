@@ -60,8 +60,9 @@ def main() -> int:
 
 SECTION = "## Shipped recipes (`python benchmarks/shipped_recipes.py --write`)"
 NOTE = ("Each recipe is requested as a user would (its model, GPU count, system, task and precision). "
-        "`another recipe selected`: a variant at the same count wins the selection (e.g. a 16k recipe), "
-        "checked under its own name. `exit 2`: the request is refused by a fact, not an estimate: MXFP8/NVFP4 "
+        "A length variant (16k, 128k) is asked for with its own --seq-length. `another recipe selected`: a named "
+        "variant (muon, deterministic, functional, energon, ...) that no request selects, because recommend "
+        "has no flag that names a recipe: those are not checked here. `exit 2`: the request is refused by a fact, not an estimate: MXFP8/NVFP4 "
         "recipes named for H100 (Hopper has no MX formats) and a PEFT recipe that raises NotImplementedError "
         "in 0.6.2. `resized`: NVIDIA's layout breaks a rule Megatron Core enforces (a global batch not "
         "divisible by micro batch x DP, TP not dividing the KV heads); the recommendation says so "
