@@ -170,3 +170,27 @@ def msg(key: str, **params: object) -> Msg:
 def by_lang(**texts: str) -> Msg:
     """A Msg for text that exists as data in each language already (en=..., zh=...)."""
     return Msg(BY_LANG_KEY, **texts)
+
+
+def placeholders(key: str) -> set[str]:
+    """The {names} the English message `key` needs (every plural form); KeyError when unknown."""
+    import string
+
+    entry = template(key)
+    texts = entry.values() if isinstance(entry, dict) else [entry]
+    return {name for text in texts for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def check_msg(m: Msg) -> None:
+    """ValueError unless `m` (and every Msg among its parameters) names a known message and gives
+    every parameter it needs: a stored message (a hand-edited Plan) must render, not crash later."""
+    if m.key == BY_LANG_KEY:
+        return
+    if not has(m.key):
+        raise ValueError(f"unknown message key {m.key!r}")
+    missing = sorted(placeholders(m.key) - set(m.params))
+    if missing:
+        raise ValueError(f"message {m.key!r} needs the parameters {', '.join(missing)}")
+    for value in m.params.values():
+        if isinstance(value, Msg):
+            check_msg(value)

@@ -92,10 +92,14 @@ class _Strict(BaseModel):
 
 
 def _message(value: Any) -> Msg:
+    from mbridge_launch.base.i18n import check_msg
+
     try:
-        return Msg.from_data(value)
+        message = Msg.from_data(value)
+        check_msg(message)  # a hand-edited key or parameter is refused here, not by a crash when shown
     except ValueError as exc:
         raise ValueError(str(exc)) from None
+    return message
 
 
 # A message stored in a Plan: its key and parameters, never rendered text, so that a Plan (and its
@@ -505,7 +509,7 @@ def _problem(err: Any) -> tuple[str, str, dict[str, object]]:
     elif suffix == "weights_count":
         params = {"weights": ctx.get("weights", "?"), "paths": ctx.get("paths", "?")}
     elif suffix == "other":
-        params["reason"] = str(err.get("msg", ""))
+        params["reason"] = str(err.get("msg", "")).removeprefix("Value error, ")  # pydantic's prefix for a ValueError
     return field, f"plan.error.{suffix}", params
 
 

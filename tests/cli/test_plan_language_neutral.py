@@ -65,3 +65,20 @@ def test_plan_written_with_text_reasons_still_loads_and_keeps_its_text(capsys, t
     plan = load_plan(path)
     assert str(plan.overrides[0].reason) == "fits our 64-GPU partition"
     assert yaml.safe_load(plan.to_yaml())["overrides"][0]["reason"] == "fits our 64-GPU partition"
+
+
+def test_a_stored_message_that_cannot_render_is_refused_at_load(capsys, tmp_path):
+    """A hand-edited message key or a missing parameter is a Plan error naming the field (exit 2),
+    not an internal error when preflight shows the warning."""
+    _written(capsys, tmp_path, "en", REQUESTS[2])
+    data = yaml.safe_load((tmp_path / "plan-en.yaml").read_text(encoding="utf-8"))
+    data["warnings"] = [{"code": "A", "message": {"key": "change.reason.resize", "params": {"from_gpus": 2}}},
+                        {"code": "B", "message": {"key": "no.such.key"}}]
+    data["overrides"][0]["reason"] = {"key": "change.reason.joined", "params": {"first": {"key": "nope"}, "second": "x"}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert main(["preflight", str(path), "--no-cluster"]) == 2
+    err = capsys.readouterr().err
+    assert "warnings[0].message" in err and "to_gpus" in err
+    assert "warnings[1].message" in err and "no.such.key" in err
+    assert "overrides[0].reason" in err and "'nope'" in err and "internal error" not in err
