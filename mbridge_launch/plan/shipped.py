@@ -133,3 +133,19 @@ def over_params(memory: Any, hbm: float) -> dict[str, Any]:
     d = memory.as_dict()
     return {"total": f"{d['total']:.1f}", "usable": f"{HEADROOM * hbm:.1f}", "hbm": f"{hbm:.0f}",
             **{k: f"{d[k]:.1f}" for k in ("weights", "gradients", "optimizer", "activations", "logits", "allowance")}}
+
+
+def shipped_recipe_for_layout(model: str, gpu_type: str, layout: Any) -> str | None:
+    """The library recipe that ships exactly this planner Layout for `model` at its GPU count
+    (`layout.world`) and system (tp, pp, vp, cp, ep, mbs, gbs), if any: `estimate` of such a
+    layout warns instead of refusing, as recommend and preflight do."""
+    from mbridge_launch.knowledge.catalog import load_catalog
+
+    for recipe in load_catalog().by_model(model):
+        if recipe.kind != "library" or recipe.gpus != layout.world or not same_system(recipe.hardware, gpu_type):
+            continue
+        own = (recipe.tp or 1, recipe.pp or 1, recipe.vp or None, recipe.cp or 1, recipe.ep or 1, recipe.mbs or 1,
+               recipe.gbs)
+        if own == (layout.tp, layout.pp, layout.vp, layout.cp, layout.ep, layout.mbs, layout.gbs):
+            return recipe.name
+    return None

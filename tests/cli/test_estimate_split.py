@@ -88,3 +88,17 @@ def test_dsv3_recommend_on_gb200_passes_preflight_rules_without_h100_findings(ca
     assert not any(code.startswith("plan.rule.") for code in errors), errors
     # no finding computed for the recipe's H100 system (EP=64 beyond 8 GPUs of NVLink)
     assert not any("NVLink" in c["message"] or "H100 SXM" in c["message"] for c in report["checks"])
+
+
+def test_estimate_of_a_shipped_layout_above_hbm_warns_and_exits_0(capsys):
+    """NVIDIA ships llama3_8b_pretrain_2gpu_h100 at TP1 PP1 CP2, GBS 512, 8k tokens; the memory
+    model puts it above 80 GB. estimate of exactly that layout says so as a warning naming the
+    recipe (as recommend and preflight do), while one GPU count or GBS away it is refused (exit 3)."""
+    shipped = ["estimate", "--model", "llama3_8b", "--gpus", "2", "--cp", "2", "--gbs", "512", "--seq-length", "8192"]
+    assert main([*shipped, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["fits"] is False and data["verdict"] is None
+    warning = next(w for w in data["warnings"] if w["code"] == "MEMORY_SHIPPED")
+    assert "llama3_8b_pretrain_2gpu_h100_bf16_config" in warning["message"]
+    assert main(["estimate", "--model", "llama3_8b", "--gpus", "2", "--cp", "2", "--gbs", "256", "--seq-length", "8192"]) == 3
+    assert "does not fit" in capsys.readouterr().err

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
     from mbridge_launch.cli.render import plan_report as report
+    from mbridge_launch.plan.shipped import shipped_recipe_for_layout
     from mbridge_launch.planner import inputs
     from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES, HEADROOM
     from mbridge_launch.planner.rules import Layout, check_layout
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                 for v in [*violations, *getattr(cand, "pitfalls", ())]]
     verdict = None if cand.fits else t("planner.estimate_does_not_fit", total=cand.memory_total_gb,
                                        limit=HEADROOM * hw.hbm_gb, gpu=hw.label, hbm=hw.hbm_gb, headroom=1 - HEADROOM)
-    shipped_by = _shipped_recipe(got.model, hw.name, layout) if verdict is not None else None
+    shipped_by = shipped_recipe_for_layout(got.model, hw.name, layout) if verdict is not None else None
     if shipped_by is not None:
         # NVIDIA ships and runs this layout: an estimate above HBM is a question for the memory
         # model, said as a warning (as recommend and preflight do), not a refusal
@@ -122,22 +123,6 @@ def run(args: argparse.Namespace) -> int:
         print(t("error.prefix", message=verdict), file=sys.stderr)
         return EXIT_NO_LAYOUT
     return 0
-
-
-def _shipped_recipe(model: str, gpu_type: str, layout) -> str | None:  # noqa: ANN001 - a planner Layout
-    """The library recipe that ships exactly this layout for `model` at this GPU count and system
-    (tp, pp, vp, cp, ep, mbs, gbs), if any."""
-    from mbridge_launch.knowledge.catalog import load_catalog
-    from mbridge_launch.plan.shipped import same_system
-
-    for recipe in load_catalog().by_model(model):
-        if recipe.kind != "library" or recipe.gpus != layout.world or not same_system(recipe.hardware, gpu_type):
-            continue
-        own = (recipe.tp or 1, recipe.pp or 1, recipe.vp or None, recipe.cp or 1, recipe.ep or 1, recipe.mbs or 1,
-               recipe.gbs)
-        if own == (layout.tp, layout.pp, layout.vp, layout.cp, layout.ep, layout.mbs, layout.gbs):
-            return recipe.name
-    return None
 
 
 def _with_split(layout, args: argparse.Namespace, arch):  # noqa: ANN001, ANN202 - planner types, imported late
