@@ -40,7 +40,9 @@ class Executor(Protocol):
 
     # script_dir: where the executor writes its files and calls the scheduler (`submit
     # --script-dir`); the job itself starts in plan.launch.workdir, or there when that is unset
-    def submit(self, plan: Plan, script_dir: Path) -> Submitted: ...
+    # job_token: the ledger's submission token, given to Slurm as the job's comment
+    # (common.token_args), by which reconciliation finds a job whose id was never recorded
+    def submit(self, plan: Plan, script_dir: Path, job_token: str | None = None) -> Submitted: ...
 
     def status(self, job_ids: list[str]) -> dict[str, str]: ...
 

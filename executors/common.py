@@ -74,6 +74,19 @@ def validate_plan(plan: Plan) -> None:
             raise UserError("executors.torchrun_entry", entry=" ".join(plan.launch.entry))
 
 
+# ------------------------------------------------------------------ the ledger's token
+def token_args(job_token: Optional[str]) -> list[str]:
+    """sbatch options carrying the ledger's submission token: the job's comment, which squeue and
+    sacct report, so that a submission whose job id never reached the ledger (Ctrl-C, kill -9 right
+    after sbatch) is matched to its job by token, never guessed by name."""
+    return [f"--comment={job_token}"] if job_token else []
+
+
+def token_parameters(job_token: Optional[str]) -> dict[str, str]:
+    """token_args as the {option: value} of libraries that take #SBATCH options as a dict."""
+    return {"comment": job_token} if job_token else {}
+
+
 # ------------------------------------------------------------------ names and paths
 def file_slug(plan: Plan) -> str:
     """The run name reduced to file-name characters (the job name itself stays verbatim)."""

@@ -31,10 +31,13 @@ def submit_plan(
     executor_name: str,
     script_dir: Optional[Union[str, Path]] = None,
     dry_run: bool = False,
+    job_token: Optional[str] = None,
 ) -> Union[Submitted, Rendered]:
     """Render (dry_run) or submit `plan` with the named executor. `script_dir` holds the rendered
     script (sbatch), the NeMo-Run home (nemo-run) or submitit's folder default; the scheduler is
-    called from it (default: cwd)."""
+    called from it (default: cwd). `job_token`: the ledger's token, passed to Slurm as the job's
+    comment by every executor that accepts it (an executor of another package that does not is
+    called without it, and its lost submissions are matched by job name and time instead)."""
     directory = Path(script_dir).resolve() if script_dir else Path.cwd()
     executor = get_executor(executor_name, **executor_options(executor_name, directory))
     if dry_run:
@@ -47,6 +50,17 @@ def submit_plan(
     previous = os.getcwd()
     os.chdir(directory)
     try:
+        if job_token and _takes_token(executor):
+            return executor.submit(plan, directory, job_token=job_token)
         return executor.submit(plan, directory)
     finally:
         os.chdir(previous)
+
+
+def _takes_token(executor: object) -> bool:
+    import inspect
+
+    try:
+        return "job_token" in inspect.signature(executor.submit).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False

@@ -155,7 +155,7 @@ def build_script(run: Any, plan: Plan) -> Any:
     return run.Script(path=sh(argv[1]), entrypoint=sh(argv[0]), args=[sh(a) for a in argv[2:]])
 
 
-def build_executor(run: Any, plan: Plan, home: str) -> Any:
+def build_executor(run: Any, plan: Plan, home: str, job_token: Optional[str] = None) -> Any:
     c = plan.cluster
     from nemo_run.core.execution.slurm import SlurmJobDetails
 
@@ -178,7 +178,7 @@ def build_executor(run: Any, plan: Plan, home: str) -> Any:
         env_vars=quoted_env(plan),
         srun_args=plan_srun_args(plan),
         setup_lines=plan_setup_lines(plan),
-        additional_parameters=_additional_parameters(plan),
+        additional_parameters={**_additional_parameters(plan), **common.token_parameters(job_token)},
         tunnel=run.LocalTunnel(job_dir=os.path.join(home, "experiments")),
         packager=run.Packager(),
         retries=0,
@@ -248,7 +248,7 @@ class NemoRunExecutor:
         return Rendered(executor=NAME, text=text, submit_command=["sbatch", "--requeue", "--parsable",
                         *files.keys()], files=files)
 
-    def submit(self, plan: Plan, script_dir: Path) -> Submitted:
+    def submit(self, plan: Plan, script_dir: Path, job_token: Optional[str] = None) -> Submitted:
         common.validate_plan(plan)
         script_dir = Path(script_dir).resolve()
         home = self._home(script_dir)
@@ -258,7 +258,7 @@ class NemoRunExecutor:
         exp, title = self._experiment(run, plan, home)
         try:
             with _no_stdin(), exp:
-                exp.add(build_script(run, plan), executor=build_executor(run, plan, home), name=TASK_NAME)
+                exp.add(build_script(run, plan), executor=build_executor(run, plan, home, job_token), name=TASK_NAME)
                 exp.run(detach=True)
         except Exception as exc:  # NeMo-Run raises invoke's UnexpectedExit with sbatch's stderr
             raise _submission_error(exc) from None

@@ -5,6 +5,7 @@ plans whose launch.shape is torchrun use torchrun.sh.j2."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from mbridge_launch.base.atomic import atomic_write_text
 from mbridge_launch.executors import common, slurm_cli
@@ -16,9 +17,11 @@ from mbridge_launch.plan.model import Plan
 NAME = "sbatch"
 
 
-def submit_argv(plan: Plan) -> list[str]:
-    """The exact submit command; sbatch runs in the script directory, where the script lies."""
-    return ["sbatch", "--parsable", common.script_file_name(plan)]
+def submit_argv(plan: Plan, job_token: Optional[str] = None) -> list[str]:
+    """The exact submit command; sbatch runs in the script directory, where the script lies.
+    `submit` adds the ledger's token as the job's comment (common.token_args), by which a
+    submission interrupted before its job id was recorded is found again."""
+    return ["sbatch", "--parsable", *common.token_args(job_token), common.script_file_name(plan)]
 
 
 def render_script(plan: Plan) -> str:
@@ -38,7 +41,7 @@ class SbatchExecutor:
             files={common.script_file_name(plan): text},
         )
 
-    def submit(self, plan: Plan, script_dir: Path) -> Submitted:
+    def submit(self, plan: Plan, script_dir: Path, job_token: Optional[str] = None) -> Submitted:
         script_dir = Path(script_dir).resolve()
         rendered = self.render(plan)
         script = atomic_write_text(script_dir / common.script_file_name(plan), rendered.text, mode=0o755)
@@ -46,7 +49,7 @@ class SbatchExecutor:
         log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, script_dir))
         log_base.mkdir(parents=True, exist_ok=True)
         # exactly the command in the script's header: the file name, run from the script directory
-        job_id, raw = slurm_cli.sbatch(Path(script.name), cwd=script_dir)
+        job_id, raw = slurm_cli.sbatch(Path(script.name), cwd=script_dir, extra_args=common.token_args(job_token))
         return Submitted(
             executor=NAME,
             job_ids=[job_id],

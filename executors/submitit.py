@@ -114,13 +114,15 @@ def _command_function(plan: Plan) -> Any:
     return CommandFunction(task_command(plan), verbose=True, cwd=plan.launch.workdir)
 
 
-def _auto_executor(folder: Path, plan: Plan) -> Any:
+def _auto_executor(folder: Path, plan: Plan, job_token: Optional[str] = None) -> Any:
     import submitit
 
     if shutil.which("srun") is None:  # submitit refuses to build a Slurm executor without srun
         raise UserError("executors.slurm_missing", command="srun")
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    executor.update_parameters(**slurm_parameters(plan))
+    params = slurm_parameters(plan)
+    params["slurm_additional_parameters"].update(common.token_parameters(job_token))
+    executor.update_parameters(**params)
     return executor
 
 
@@ -154,13 +156,13 @@ class SubmititExecutor:
         return Rendered(executor=NAME, text=text, submit_command=["sbatch", str(folder / "%j_submission.sh")],
                         files={str(folder / "submission.sh"): script})
 
-    def submit(self, plan: Plan, script_dir: Path) -> Submitted:
+    def submit(self, plan: Plan, script_dir: Path, job_token: Optional[str] = None) -> Submitted:
         import submitit
 
         common.validate_plan(plan)
         folder = self._folder(plan, script_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        executor = _auto_executor(folder, plan)
+        executor = _auto_executor(folder, plan, job_token)
         with tempfile.TemporaryFile() as stderr_copy:
             try:
                 with _stderr_to(stderr_copy):

@@ -65,7 +65,7 @@ class FakeScheduler:
     def __init__(self):
         self.submitted = []
 
-    def __call__(self, plan, executor, workdir=None, dry_run=False):
+    def __call__(self, plan, executor, workdir=None, dry_run=False, job_token=None):
         from mbridge_launch.executors.base import Rendered, Submitted
 
         if dry_run:

@@ -200,7 +200,7 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             for change in changes:
                 ledger.record_override(sub.record.id, "convergence", change["reason"], change)
             _crash_point("ledger")
-            result = submit_plan(plan, options.executor, script_dir, dry_run=False)
+            result = submit_plan(plan, options.executor, script_dir, dry_run=False, job_token=sub.token)
             _crash_point("sbatch")
             record = sub.done(result)
         watcher_job = None
