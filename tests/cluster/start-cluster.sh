@@ -13,11 +13,14 @@
 # Default layout (the tests rely on it):
 #   node group h100:  h100-1, h100-2     8 GPUs of GRES type h100 each
 #   node group gb200: gb200-1, gb200-2   4 GPUs of GRES type gb200 each (NVL72-style nodes)
-#   partitions: h100 (default) and gb200, MaxTime=INFINITE; short on the h100 nodes, MaxTime=00:30:00
+#   node group cpu:   cpu-1              no GPUs (where watcher jobs run while training holds the GPU nodes)
+#   partitions: h100 (default) and gb200, MaxTime=INFINITE; short on the h100 nodes, MaxTime=00:30:00;
+#               cpu on the cpu node
 #
 # Knobs (environment variables):
 #   NODE_GROUPS   "h100:2:8:h100 gb200:2:4:gb200,nvl72"   TYPE:NODES:GPUS_PER_NODE[:FEATURES]
-#                 (nodes are named TYPE-1..N; the GRES type is TYPE; types must be distinct)
+#                 (nodes are named TYPE-1..N; the GRES type is TYPE; types must be distinct;
+#                 GPUS_PER_NODE 0: a node without GPUs, no GRES)
 #   PARTITIONS    "h100=h100/INFINITE/default gb200=gb200/INFINITE short=h100/00:30:00"
 #                 NAME=GROUP[+GROUP...][/MAXTIME[/default]]
 #   CPUS_PER_NODE 64 (even)   MEM_PER_NODE_MB 512000
@@ -30,8 +33,8 @@
 set -euo pipefail
 
 DIR=${1:-${MBL_SLURM_DIR:-/tmp/mbl-slurm}}
-NODE_GROUPS=${NODE_GROUPS:-"h100:2:8:h100 gb200:2:4:gb200,nvl72"}
-PARTITIONS=${PARTITIONS:-"h100=h100/INFINITE/default gb200=gb200/INFINITE short=h100/00:30:00"}
+NODE_GROUPS=${NODE_GROUPS:-"h100:2:8:h100 gb200:2:4:gb200,nvl72 cpu:1:0:cpu"}
+PARTITIONS=${PARTITIONS:-"h100=h100/INFINITE/default gb200=gb200/INFINITE short=h100/00:30:00 cpu=cpu/INFINITE"}
 CPUS_PER_NODE=${CPUS_PER_NODE:-64}
 MEM_PER_NODE_MB=${MEM_PER_NODE_MB:-512000}
 CLUSTER_NAME=${CLUSTER_NAME:-mbl}
@@ -126,7 +129,7 @@ for spec in $NODE_GROUPS; do
   [ -n "$gtype" ] && [ -n "$count" ] && [ -n "$gpus" ] || die "bad NODE_GROUPS entry '$spec' (TYPE:NODES:GPUS[:FEATURES])"
   [ -z "${GROUP_GPUS[$gtype]:-}" ] || die "GPU type $gtype used twice in NODE_GROUPS"
   feats=${feats:-$gtype}
-  GPU_TYPES+=("$gtype")
+  [ "$gpus" -gt 0 ] && GPU_TYPES+=("$gtype")
   GROUP_GPUS[$gtype]=$gpus
   GROUP_FEATS[$gtype]=$feats
   [ "$gpus" -gt "$max_gpus" ] && max_gpus=$gpus
@@ -139,9 +142,12 @@ for spec in $NODE_GROUPS; do
     idx=$((idx + 1))
     NODES+=("$n")
     names+=("$n")
-    NODE_LINES+=("NodeName=$n NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((SLURMD_PORT_BASE + idx)) CPUs=$CPUS_PER_NODE Boards=1 SocketsPerBoard=2 CoresPerSocket=$half ThreadsPerCore=1 RealMemory=$MEM_PER_NODE_MB Gres=gpu:${gtype}:${gpus} Features=$feats State=UNKNOWN")
+    gres="Gres=gpu:${gtype}:${gpus} "
+    [ "$gpus" -gt 0 ] || gres=""
+    NODE_LINES+=("NodeName=$n NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((SLURMD_PORT_BASE + idx)) CPUs=$CPUS_PER_NODE Boards=1 SocketsPerBoard=2 CoresPerSocket=$half ThreadsPerCore=1 RealMemory=$MEM_PER_NODE_MB ${gres}Features=$feats State=UNKNOWN")
   done
   GROUP_NODES[$gtype]="${names[*]}"
+  [ "$gpus" -gt 0 ] || continue
   files="$DEV/nvidia[0-$((gpus - 1))]"
   [ "$gpus" = 1 ] && files="$DEV/nvidia0"
   GRES_LINES+=("NodeName=$range Name=gpu Type=$gtype File=$files")
@@ -158,7 +164,7 @@ for spec in $PARTITIONS; do
   maxtime=${maxtime:-INFINITE}
   ranges=() gjson=()
   for g in ${groups//+/ }; do
-    [ -n "${GROUP_RANGE[$g]:-}" ] || die "partition $pname: unknown node group '$g' (known: ${GPU_TYPES[*]})"
+    [ -n "${GROUP_RANGE[$g]:-}" ] || die "partition $pname: unknown node group '$g' (known: ${!GROUP_GPUS[*]})"
     ranges+=("${GROUP_RANGE[$g]}")
     nodes_json=$(printf '"%s",' ${GROUP_NODES[$g]})
     gjson+=("{\"gpu_type\": \"$g\", \"gpus_per_node\": ${GROUP_GPUS[$g]}, \"features\": \"${GROUP_FEATS[$g]}\", \"nodes\": [${nodes_json%,}]}")

@@ -19,13 +19,14 @@ def _sinfo_nodes(cluster) -> dict[str, dict]:
 
 def test_partitions_and_gres(slurm_cluster):
     nodes = _sinfo_nodes(slurm_cluster)
-    assert sorted(nodes) == ["gb200-1", "gb200-2", "h100-1", "h100-2"]
+    assert sorted(nodes) == ["cpu-1", "gb200-1", "gb200-2", "h100-1", "h100-2"]
     for name, node in nodes.items():
         kind = name.split("-")[0]
-        assert node["gres"] == f"gpu:{kind}:{8 if kind == 'h100' else 4}"
+        assert node["gres"] == {"h100": "gpu:h100:8", "gb200": "gpu:gb200:4", "cpu": ""}[kind]
         assert "idle" in node["state"].lower() or "mixed" in node["state"].lower() or "alloc" in node["state"].lower()
     assert set(nodes["h100-1"]["partitions"]) == {"h100", "short"}
     assert nodes["gb200-1"]["partitions"] == ["gb200"]
+    assert nodes["cpu-1"]["partitions"] == ["cpu"]  # where watcher jobs run while training holds the GPU nodes
 
     parts = slurm_cluster.partitions
     assert parts["h100"].default and not parts["gb200"].default
