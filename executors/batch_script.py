@@ -50,13 +50,31 @@ def _directives(plan: Plan, purpose: str, time: Optional[str] = None) -> list[tu
     # requeued jobs append to their log instead of truncating the first attempt's output
     out.append(("--open-mode", "append"))
     out.append(("--output", output))
-    out.append(("--export", common.export_flag_value(plan)))
+    out.append(("--export", common.export_flag_value(plan) if training else node_check_export(plan)))
     seg = common.segment(plan)
     if seg:
         out.append(("--segment", seg))
     if plan.launch.workdir:
         out.append(("--chdir", plan.launch.workdir))
     return out
+
+
+def node_check_env_names(plan: Plan) -> list[str]:
+    """What the node-check job takes from the submitting shell: the Plan's plain variable names
+    (PATH for nvidia-smi, ...), never its secrets: it runs nvidia-smi, not the trainer."""
+    return list(dict.fromkeys(n for n in plan.cluster.env if n not in plan.cluster.secrets))
+
+
+def node_check_export(plan: Plan) -> str:
+    return ",".join(node_check_env_names(plan)) or "NONE"
+
+
+def node_check_time(plan: Plan) -> str:
+    """NODE_CHECK_TIME, or the Plan's limit when that is shorter (a partition's MaxTime may be)."""
+    from mbridge_launch.base.slurm_time import parse_seconds
+
+    own, plans = parse_seconds(NODE_CHECK_TIME), parse_seconds(plan.cluster.time)
+    return plan.cluster.time if own is not None and plans is not None and plans < own else NODE_CHECK_TIME
 
 
 def _train_command(plan: Plan) -> list[ShellValue]:
@@ -96,7 +114,7 @@ def script_context(plan: Plan, submit_command: Optional[list[str]], purpose: str
             restart=common.RESTART_COUNT,
             nodes=ShellExpr('"${SLURM_JOB_NODELIST}"'),
         ),
-        "forwarded_env": common.forwarded_env_names(plan),
+        "forwarded_env": common.forwarded_env_names(plan) if training else node_check_env_names(plan),
         "perf_env": common.perf_env(plan),
         "setup": list(plan.launch.setup),
         "node_check_step": node_check.node_check_step(plan),
@@ -104,8 +122,9 @@ def script_context(plan: Plan, submit_command: Optional[list[str]], purpose: str
     }
 
 
-def node_check_script(plan: Plan, time: str = NODE_CHECK_TIME) -> str:
+def node_check_script(plan: Plan, time: Optional[str] = None) -> str:
     """A complete short batch script that runs only the node check (for preflight --on-nodes):
-    the Plan's partition, account, nodes and GPUs, with its own job name, log and time limit."""
-    context = script_context(plan, submit_command=None, purpose="node-check", time=time)
+    the Plan's partition, account, nodes and GPUs, with its own job name, log, time limit
+    (node_check_time) and environment (node_check_export)."""
+    context = script_context(plan, submit_command=None, purpose="node-check", time=time or node_check_time(plan))
     return render_template("node_check.sh.j2", context)

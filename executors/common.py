@@ -215,6 +215,33 @@ def container_srun_flags(plan: Plan) -> list[str]:
     return flags
 
 
+def uses_container(plan: Plan) -> bool:
+    """The training step runs in the image only where the site has Pyxis."""
+    return bool(plan.cluster.profile.pyxis and plan.cluster.container_image)
+
+
+def _inside(path: str, root: str) -> bool:
+    path, root = path.rstrip("/") or "/", root.rstrip("/") or "/"
+    return root == "/" or path == root or path.startswith(root + "/")
+
+
+def mount_covering(plan: Plan, container_path: str) -> Optional[str]:
+    """The `SOURCE:TARGET` of the declared mount a container path lies in (the last one wins, as
+    later mounts sit on top), else None: the path is then the image's own."""
+    found = None
+    for m in plan.cluster.container_mounts:
+        if _inside(container_path, m.target):
+            found = f"{m.source}:{m.target}"
+    return found
+
+
+def same_path_in_container(plan: Plan, host_path: str) -> bool:
+    """A host path the job also uses at the same path inside the image (submitit's folder): it
+    must lie in a mount whose target equals its source."""
+    return any(_inside(host_path, m.source) and m.source.rstrip("/") == m.target.rstrip("/")
+               for m in plan.cluster.container_mounts)
+
+
 def sbatch_args_as_parameters(plan: Plan) -> dict[str, object]:
     """cluster.sbatch_args as {option: value} for libraries that take #SBATCH options as a dict
     (NeMo-Run, submitit); they need the long form --name[=value]."""

@@ -15,6 +15,7 @@ SlurmExecutor, for NeMo-Run users who build their own experiments.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import re
 import shutil
@@ -29,6 +30,7 @@ from mbridge_launch.base.quoting import is_safe_name, sh
 from mbridge_launch.executors import Requirement, common, node_check, slurm_cli
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.plan.model import Plan
+from mbridge_launch.plan.signals import KEYS as SIGNAL_KEYS
 
 NAME = "nemo-run"
 REQUIRES = (Requirement("nemo_run", package="nemo-run", extra="nemo-run"),)  # checked by the registry
@@ -73,7 +75,53 @@ def _import_nemo_run(home: str) -> Any:
 
     set_nemorun_home(home)
     slurm_scheduler.SLURM_JOB_DIRS = os.path.join(home, ".slurm_jobs")
+    _wrap_materialize()
     return run
+
+
+# ------------------------------------------------------------------ the training step's srun line
+# NeMo-Run 0.11 hard-codes the step's `--container-workdir /nemo_run/code` and `--output
+# <job dir>/log-...` inside SlurmBatchRequest.materialize (a nested function, no option): a
+# relative entry then runs in /nemo_run/code, and the step log misses launch.log_dir. The only
+# hook is the text it returns: while this adapter renders or submits a Plan, that text is
+# rewritten (step_rewrites) and NeMo-Run writes and submits the rewritten script.
+_CURRENT_PLAN: contextvars.ContextVar[Optional[Plan]] = contextvars.ContextVar("mbl_nemo_run_plan", default=None)
+_STEP_OUTPUT = re.compile(r"^(srun --output )(\S+)( )", re.M)
+_NEMO_WORKDIR = f" --container-workdir /{_RUNDIR}/code"
+
+
+def step_rewrites(text: str, plan: Plan) -> str:
+    """NeMo-Run's script with the training step's log in launch.log_dir (as the sbatch adapter's,
+    common.step_log_parts) and, in a container, launch.workdir as the container's working
+    directory (none given: the image's own, as pyxis does without --container-workdir)."""
+    text = _STEP_OUTPUT.sub(lambda m: m.group(1) + common.sh_concat(common.step_log_parts(plan)) + m.group(3), text)
+    workdir = f" --container-workdir {sh(plan.launch.workdir)}" if plan.launch.workdir else ""
+    return text.replace(_NEMO_WORKDIR, workdir)
+
+
+def _wrap_materialize() -> None:
+    from nemo_run.core.execution.slurm import SlurmBatchRequest
+
+    original = SlurmBatchRequest.materialize
+    if getattr(original, "_mbridge_launch", False):
+        return
+
+    def materialize(self: Any) -> str:
+        text = original(self)
+        plan = _CURRENT_PLAN.get()
+        return step_rewrites(text, plan) if plan is not None else text
+
+    materialize._mbridge_launch = True  # type: ignore[attr-defined]
+    SlurmBatchRequest.materialize = materialize  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _rewriting_for(plan: Plan) -> Iterator[None]:
+    token = _CURRENT_PLAN.set(plan)
+    try:
+        yield
+    finally:
+        _CURRENT_PLAN.reset(token)
 
 
 def check_home(home: str) -> str:
@@ -232,7 +280,7 @@ class NemoRunExecutor:
         try:
             run = _import_nemo_run(scratch_home)
             exp, title = self._experiment(run, plan, scratch_home)
-            with _no_stdin(), exp:
+            with _no_stdin(), _rewriting_for(plan), exp:
                 exp.add(build_script(run, plan), executor=build_executor(run, plan, scratch_home),
                         name=TASK_NAME)
                 exp.dryrun(log=False, delete_exp_dir=False)
@@ -257,7 +305,7 @@ class NemoRunExecutor:
         run = _import_nemo_run(home)
         exp, title = self._experiment(run, plan, home)
         try:
-            with _no_stdin(), exp:
+            with _no_stdin(), _rewriting_for(plan), exp:
                 exp.add(build_script(run, plan), executor=build_executor(run, plan, home, job_token), name=TASK_NAME)
                 exp.run(detach=True)
         except Exception as exc:  # NeMo-Run raises invoke's UnexpectedExit with sbatch's stderr
@@ -268,7 +316,7 @@ class NemoRunExecutor:
         exp_dir = Path(home, "experiments", title, exp._id)
         scripts = sorted(exp_dir.rglob("*_sbatch.sh"))
         return Submitted(executor=NAME, job_ids=job_ids, script_path=scripts[0] if scripts else None,
-                         log_paths=self._logs(exp_dir), raw_output="")
+                         log_paths=self._logs(exp_dir) + step_logs(plan, job_ids, script_dir), raw_output="")
 
     @staticmethod
     def _logs(exp_dir: Path) -> list[Path]:
@@ -284,7 +332,21 @@ class NemoRunExecutor:
         home = self._home()
         title = experiment_title(plan)
         base = Path(home, "experiments", title)
-        return [p for p in sorted(base.rglob("*")) if p.is_file() and any(j in p.name for j in job_ids)]
+        own = [p for p in sorted(base.rglob("*")) if p.is_file() and any(j in p.name for j in job_ids)]
+        return own + [p for p in step_logs(plan, job_ids, Path.cwd()) if p.exists()]
+
+
+def step_logs(plan: Plan, job_ids: list[str], submit_dir: Path) -> list[Path]:
+    """The training step's logs in launch.log_dir (step_rewrites): the first start's, then every
+    restart's that exists."""
+    base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, submit_dir))
+    slug = common.file_slug(plan)
+    found: list[Path] = []
+    for job_id in job_ids:
+        first = base / f"{slug}-{job_id}-restart0.log"
+        found.append(first)
+        found.extend(p for p in sorted(base.glob(f"{slug}-{job_id}-restart*.log")) if p != first)
+    return found
 
 
 def _job_id_of(job: Any) -> str:
@@ -311,14 +373,18 @@ def _make_plugin_class() -> type:
 
     @dataclass(kw_only=True)
     class MBridgePlugin(run.Plugin):
-        """Applies a Plan's environment (quoted), container mounts and env names, and the node
-        check step to a task's SlurmExecutor. Build it with MBridgePlugin.from_plan(plan)."""
+        """Applies a Plan's environment (quoted), container mounts and env names, the node check
+        step and its --signal to a task's SlurmExecutor, and the trainer's exit-signal settings to
+        a run.Script's arguments (as Bridge's PreemptionPlugin pairs TERM@60 with the handler).
+        Build it with MBridgePlugin.from_plan(plan)."""
 
         env_vars: dict[str, str] = field(default_factory=dict)
         container_mounts: list[str] = field(default_factory=list)
         container_env: list[str] = field(default_factory=list)
         srun_args: list[str] = field(default_factory=list)
         setup_lines: str = ""
+        signal: Optional[str] = None
+        signal_args: list[str] = field(default_factory=list)
 
         @classmethod
         def from_plan(cls, plan: Plan) -> "MBridgePlugin":
@@ -330,6 +396,8 @@ def _make_plugin_class() -> type:
                 container_env=common.forwarded_env_names(plan) + list(common.perf_env(plan)) if container else [],
                 srun_args=["--export=ALL"],
                 setup_lines=plan_setup_lines(plan),
+                signal=plan.cluster.signal,
+                signal_args=[f"{o.key}={o.value}" for o in plan.overrides if o.key in SIGNAL_KEYS],
             )
 
         def setup(self, task: Any, executor: Any) -> None:
@@ -342,6 +410,10 @@ def _make_plugin_class() -> type:
                 executor.srun_args = [*(executor.srun_args or []), *self.srun_args]
             if hasattr(executor, "setup_lines"):
                 executor.setup_lines = "\n".join(x for x in (executor.setup_lines, self.setup_lines) if x)
+            if self.signal and hasattr(executor, "signal"):
+                executor.signal = self.signal
+            if self.signal_args and isinstance(task, run.Script):
+                task.args = [*(task.args or []), *self.signal_args]
 
     # NeMo-Run serializes an experiment's plugins by import path (fiddle): the class must be
     # importable as mbridge_launch.executors.nemo_run.MBridgePlugin (the module __getattr__

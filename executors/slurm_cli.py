@@ -22,6 +22,9 @@ from typing import Mapping, Optional, Sequence
 from mbridge_launch.base.errors import SubmissionError, UserError
 
 DEFAULT_TIMEOUT_S = 60
+# Field separator of parsable squeue/sacct output: the ASCII unit separator cannot occur in a job
+# name typed on a command line, unlike '|' (a job named "a|b" shifted every field after it).
+FIELD_SEP = "\x1f"
 _JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")  # sbatch --parsable prints "ID" or "ID;CLUSTER"
 _SUBMITTED = re.compile(r"Submitted batch job (\d+)")
 
@@ -153,21 +156,26 @@ def job_states(job_ids: Sequence[str]) -> dict[str, str]:
     if not ids:
         return {}
     states: dict[str, str] = {}
-    proc = run_slurm(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(ids)])
+    proc = run_slurm(["sacct", "-X", "-n", "-P", f"--delimiter={FIELD_SEP}", "-o", "JobIDRaw,State",
+                      "-j", ",".join(ids)])
     if proc.ok:
-        for line in proc.stdout.splitlines():
-            parts = line.strip().split("|")
-            if len(parts) >= 2 and parts[0] in ids:
-                states[parts[0]] = parts[1].split()[0]  # "CANCELLED by 0" -> CANCELLED
+        states.update(_id_state_rows(proc.stdout, ids))
     missing = [j for j in ids if j not in states]
     if missing:
-        proc = run_slurm(["squeue", "-h", "-t", "all", "-o", "%i|%T", "-j", ",".join(missing)])
+        proc = run_slurm(["squeue", "-h", "-t", "all", "-o", f"%i{FIELD_SEP}%T", "-j", ",".join(missing)])
         if proc.ok:
-            for line in proc.stdout.splitlines():
-                parts = line.strip().split("|")
-                if len(parts) == 2 and parts[0] in missing:
-                    states[parts[0]] = parts[1]
+            states.update(_id_state_rows(proc.stdout, missing))
     return {j: states.get(j, "UNKNOWN") for j in ids}
+
+
+def _id_state_rows(text: str, wanted: Sequence[str]) -> dict[str, str]:
+    """{job id: state word} from "ID<FIELD_SEP>STATE" lines ("CANCELLED by 0" -> CANCELLED)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines()[:100_000]:  # bounded: the ids asked for, never a whole history
+        parts = line.strip().split(FIELD_SEP)
+        if len(parts) >= 2 and parts[0] in wanted and parts[1].strip():
+            out[parts[0]] = parts[1].split()[0]
+    return out
 
 
 def scancel(job_ids: Sequence[str]) -> None:

@@ -4,8 +4,8 @@ running the trainer through `submitit.helpers.CommandFunction` on every task.
 submitit quotes its #SBATCH and srun lines itself; its `slurm_setup` lines are raw shell by
 design, so nothing from a Plan goes there. The Plan's environment values, setup commands and the
 node check travel inside the CommandFunction's argv (an exec'd list, never parsed by a shell):
-`env NAME=VALUE... bash -c WRAPPER ...` where WRAPPER is a code constant. submitit owns its own
-preemption signal (USR2, requeue on timeout/preemption); the folder must be on shared storage.
+`env NAME=VALUE... bash -c WRAPPER ...` where WRAPPER is a code constant. The Plan's --signal
+replaces submitit's own USR2 (delivered_signal); the folder must be on shared storage.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,9 @@ from typing import IO, Any, Iterator, Optional
 from mbridge_launch import __version__
 from mbridge_launch.base import slurm_time
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.i18n import t
 from mbridge_launch.base.quoting import sh, sh_join
+from mbridge_launch.base.slurm_signal import WORKS, parse
 from mbridge_launch.executors import Requirement, common, node_check, slurm_cli
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.plan.model import Plan
@@ -63,6 +66,82 @@ def folder_for(plan: Plan, submit_dir: Path) -> Path:
     raise UserError("executors.no_shared_folder")
 
 
+# What `python -m submitit.core._submit` imports (submitit 1.5's requirements); all pure Python,
+# so a copy on shared storage works with any python3 of the image.
+RUNNER_PACKAGES = ("submitit", "cloudpickle", "typing_extensions")
+RUNNER_LIB = "pylib"
+
+
+def in_container(plan: Plan) -> bool:
+    return common.uses_container(plan)
+
+
+def job_python(plan: Plan) -> str:
+    """The interpreter the job runs submitit's task runner with: launch.python, else python3 of
+    the image (the login node's venv does not exist there), else the submitting interpreter."""
+    if plan.launch.python:
+        return plan.launch.python
+    return "python3" if in_container(plan) else sys.executable
+
+
+def runner_lib(plan: Plan, folder: Path) -> Optional[Path]:
+    """Where the job imports submitit from: a copy in the (shared) submitit folder whenever the
+    job's python is not the submitting one; None: the submitting interpreter's own packages."""
+    if not plan.launch.python and not in_container(plan):
+        return None
+    return folder / RUNNER_LIB
+
+
+def python_command(plan: Plan, folder: Path) -> str:
+    """submitit's `python` parameter (raw shell in its srun line, so quoted here)."""
+    lib = runner_lib(plan, folder)
+    if lib is None:
+        return sh(job_python(plan))
+    return sh_join(["env", f"PYTHONPATH={lib}", job_python(plan)])
+
+
+def copy_runner_packages(lib: Path) -> None:
+    """Copy RUNNER_PACKAGES from this interpreter into `lib`, built aside and renamed into place
+    so a job never imports half a copy."""
+    import importlib.util
+
+    staging = lib.with_name(f".{lib.name}.{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name in RUNNER_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin:
+            raise UserError("executors.submitit_package_missing", package=name)
+        origin = Path(spec.origin)
+        if spec.submodule_search_locations:
+            shutil.copytree(origin.parent, staging / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(origin, staging / origin.name)
+    old = lib.with_name(f".{lib.name}.old.{os.getpid()}")
+    if lib.exists():
+        os.replace(lib, old)
+    os.replace(staging, lib)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def check_folder_visible(plan: Plan, folder: Path) -> None:
+    """In an image the task runner reads its pickle from, and writes results to, the folder at the
+    host's path: refuse a Plan whose mounts do not show it there. Not mounted automatically: the
+    Plan's mounts are all the image sees, and preflight checks only what the Plan says."""
+    if in_container(plan) and not common.same_path_in_container(plan, str(folder)):
+        raise UserError("executors.submitit_folder_unmounted", path=str(folder), image=plan.cluster.container_image,
+                        mount=f"{folder.parent}:{folder.parent}")
+
+
+def runner_note(plan: Plan, folder: Path) -> str:
+    """The rendered text's line on which python runs the task runner and where submitit comes from."""
+    lib = runner_lib(plan, folder)
+    where = f"in the image {plan.cluster.container_image}" if in_container(plan) else "on the nodes"
+    source = (f"submitit, cloudpickle, typing_extensions copied at submit to {lib} (PYTHONPATH)"
+              if lib else "submitit from that interpreter's own site-packages")
+    return f"# Task runner: {job_python(plan)} {where}; {source}\n"
+
+
 def task_command(plan: Plan) -> list[str]:
     """The argv each task executes (pickled into the CommandFunction)."""
     argv = common.torchrun_argv(plan) if plan.launch.shape == "torchrun" else common.trainer_argv(plan)
@@ -87,6 +166,7 @@ def slurm_parameters(plan: Plan) -> dict[str, Any]:
     if plan.launch.workdir:
         additional["chdir"] = plan.launch.workdir
     additional.update(common.sbatch_args_as_parameters(plan))
+    additional["signal"] = delivered_signal(plan)  # replaces submitit's own USR2@90 (see below)
     params: dict[str, Any] = {
         "name": plan.name,
         "nodes": c.nodes,
@@ -108,20 +188,52 @@ def slurm_parameters(plan: Plan) -> dict[str, Any]:
     return params
 
 
+# The trainer is the child of submitit's task process (python -m submitit.core._submit), and
+# Slurm's --signal reaches every process of the step. That parent logs and ignores SIGTERM; on its
+# own USR2 it requeues and exits (the step ends, killing the trainer mid-save); any other signal
+# kills it. So only SIGTERM gets to a trainer that can still save.
+NO_SIGNAL = "TERM@0"  # a Plan without a signal: nothing before the limit (Slurm sends TERM at it)
+
+
+def delivered_signal(plan: Plan) -> str:
+    """The --signal submitit writes: the Plan's SIGTERM, or nothing before the limit; any other
+    signal is refused (one line), as submitit's task process would not survive it."""
+    text = plan.cluster.signal
+    if not text:
+        return NO_SIGNAL
+    sig = parse(text)
+    if sig.signum != signal.SIGTERM or sig.batch_only:
+        raise UserError("executors.submitit_signal", signal=text, works=WORKS)
+    return text
+
+
+def _signal_note(plan: Plan) -> str:
+    """What the rendered script delivers, said in it."""
+    if not plan.cluster.signal:
+        return (f"# Signal: none before the limit (cluster.signal is null; submitit's own USR2@90 is replaced by "
+                f"{NO_SIGNAL}); at the limit Slurm sends SIGTERM to every task\n")
+    sig = parse(plan.cluster.signal)
+    return (f"# Signal: Slurm sends SIGTERM {sig.lead_s} s before the limit to every task (cluster.signal "
+            f"{plan.cluster.signal}, replacing submitit's USR2@90); submitit's task process only logs it, the "
+            f"trainer saves a checkpoint and exits (train.exit_signal_handler=true)\n")
+
+
 def _command_function(plan: Plan) -> Any:
     from submitit.helpers import CommandFunction
 
     return CommandFunction(task_command(plan), verbose=True, cwd=plan.launch.workdir)
 
 
-def _auto_executor(folder: Path, plan: Plan, job_token: Optional[str] = None) -> Any:
+def _auto_executor(folder: Path, plan: Plan, job_token: Optional[str] = None, held: bool = False) -> Any:
     import submitit
 
     if shutil.which("srun") is None:  # submitit refuses to build a Slurm executor without srun
         raise UserError("executors.slurm_missing", command="srun")
-    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm", slurm_python=python_command(plan, folder))
     params = slurm_parameters(plan)
     params["slurm_additional_parameters"].update(common.token_parameters(job_token))
+    if held:
+        params["slurm_additional_parameters"]["hold"] = True
     executor.update_parameters(**params)
     return executor
 
@@ -142,7 +254,8 @@ class SubmititExecutor:
         """submitit's own sbatch text for this Plan, then the argv every task runs."""
         common.validate_plan(plan)
         folder = self._folder(plan)
-        executor = _auto_executor(folder, plan)
+        check_folder_visible(plan, folder)
+        executor = _auto_executor(folder, plan, held=True)
         inner = executor._executor  # submitit's SlurmExecutor renders the script text
         script = inner._make_submission_file_text(inner._submitit_command_str, "render")
         task = "\n".join(f"#   {line}" for line in sh_join(task_command(plan)).splitlines())
@@ -150,8 +263,13 @@ class SubmititExecutor:
             f"{script.rstrip()}\n\n"
             f"# Generated by mbridge-launch {__version__} (executor: submitit) from plan "
             f"{plan.plan_hash()}: {sh(plan.name)}\n"
+            f"{runner_note(plan, folder)}"
             f"# Each task runs this command (a pickled submitit.helpers.CommandFunction, "
             f"cwd={plan.launch.workdir or '.'}):\n{task}\n"
+            f"{_signal_note(plan)}"
+            f"# Submitted held (--hold) and released once submitit has put the job's pickle in place: a job whose\n"
+            f"# submitting process died in between waits, holding no GPUs, until the next mbridge-launch command\n"
+            f"# releases it or cancels it (it could not run without its pickle)\n"
         )
         return Rendered(executor=NAME, text=text, submit_command=["sbatch", str(folder / "%j_submission.sh")],
                         files={str(folder / "submission.sh"): script})
@@ -161,8 +279,16 @@ class SubmititExecutor:
 
         common.validate_plan(plan)
         folder = self._folder(plan, script_dir)
+        check_folder_visible(plan, folder)
         folder.mkdir(parents=True, exist_ok=True)
-        executor = _auto_executor(folder, plan, job_token)
+        lib = runner_lib(plan, folder)
+        if lib is not None:
+            copy_runner_packages(lib)
+        # Submitted held: submitit renames the job's pickle only after sbatch returns, and a job
+        # that starts without it holds its GPUs for 60 s and fails with no hint. Held, a job whose
+        # submitting process died in between waits, holding nothing, until reconciliation
+        # (finish_interrupted) releases or cancels it; here it is released once the pickle is in place.
+        executor = _auto_executor(folder, plan, job_token, held=True)
         with tempfile.TemporaryFile() as stderr_copy:
             try:
                 with _stderr_to(stderr_copy):
@@ -172,8 +298,23 @@ class SubmititExecutor:
                 stderr_copy.seek(0)
                 raise _submission_error(exc, stderr_copy.read().decode(errors="replace")) from None
         paths = job.paths
+        released = _release(str(job.job_id))
         return Submitted(executor=NAME, job_ids=[str(job.job_id)], script_path=paths.submission_file,
-                         log_paths=[paths.stdout, paths.stderr], raw_output="")
+                         log_paths=[paths.stdout, paths.stderr], raw_output=released)
+
+    def finish_interrupted(self, plan: Plan, job_id: str, script_dir: Optional[Path] = None) -> Optional[str]:
+        """Reconciliation found job `job_id` of a submission whose process died: release it when
+        its pickle is in place, else cancel it (it could only fail) and say why (English text for
+        the ledger's error), or None when the job can run."""
+        folder = self._folder(plan, script_dir)
+        if (folder / f"{job_id}_submitted.pkl").is_file():
+            _release(job_id)
+            return None
+        try:
+            slurm_cli.scancel([job_id])
+        except UserError:
+            pass  # already gone: the reason below is still why it never ran
+        return t("executors.submitit_interrupted", lang="en", job=job_id, folder=str(folder))
 
     def status(self, job_ids: list[str]) -> dict[str, str]:
         return slurm_cli.job_states(job_ids)
@@ -184,6 +325,15 @@ class SubmititExecutor:
     def log_paths(self, plan: Plan, job_ids: list[str]) -> list[Path]:
         folder = self._folder(plan)
         return [p for j in job_ids for p in sorted(folder.glob(f"{j}_*.out")) + sorted(folder.glob(f"{j}_*.err"))]
+
+
+def _release(job_id: str) -> str:
+    """scontrol release of a held job; Slurm's answer when it refuses (kept in the ledger), else ''."""
+    try:
+        proc = slurm_cli.run_slurm(["scontrol", "release", job_id])
+    except UserError as exc:
+        return exc.render("en")
+    return "" if proc.ok else proc.output
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from pathlib import Path
 
 from mbridge_launch.rollback import checkpoints as C
@@ -20,10 +21,23 @@ def train_state_bytes(iteration: int) -> bytes:
                        "floating_point_operations_so_far": 0, "do_train": True}).encode()
 
 
-def write_iter(save: Path, iteration: int, *, shards: int = 2, mtime: float | None = None) -> Path:
+def metadata_bytes(shard_files: list[str]) -> bytes:
+    """A `.metadata` shaped like torch_dist's (storage_data names each shard file), as the
+    stand-in trainer writes it (tests/standin/checkpoint.py): a pickle of plain dicts."""
+    storage = {f"index-{k}": {"relative_path": name, "offset": 0, "length": 64} for k, name in enumerate(shard_files)}
+    return pickle.dumps({"state_dict_metadata": {}, "storage_data": storage}, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def shard_names(world_size: int) -> list[str]:
+    return [f"__{rank}_0.distcp" for rank in range(world_size)]
+
+
+def write_iter(save: Path, iteration: int, *, shards: int = 2, mtime: float | None = None,
+               indexed: int | None = None) -> Path:
+    """`indexed`: how many shards .metadata names (default: all `shards`); fewer makes a mixed dir."""
     d = save / C.iter_dirname(iteration)
     d.mkdir(parents=True)
-    (d / ".metadata").write_bytes(b"DCP-METADATA" + str(iteration).encode())
+    (d / ".metadata").write_bytes(metadata_bytes(shard_names(shards if indexed is None else indexed)))
     for rank in range(shards):
         (d / f"__{rank}_0.distcp").write_bytes(os.urandom(64) + str(iteration).encode())
     (d / "common.pt").write_bytes(b"common-" + str(iteration).encode())

@@ -52,7 +52,9 @@ def valid_plan(base: Path, *, nodes: int = 1, partition: str | None = "h100", en
         mode="pretrain",
         dataset=DatasetSpec(selector="megatron-indexed", data_paths=prefixes, weights=[0.6, 0.4]),
         parallelism=Parallelism(tp=1, pp=1, cp=1, dp=gpus, mbs=1, gbs=gpus * 4, seq_length=4096),
-        overrides=[override("train.train_iters", "100", "convergence", "short run")],
+        overrides=[override("train.train_iters", "100", "convergence", "short run"),
+                   # the trainer saves on the default cluster.signal (TERM@60), as recommend writes it
+                   override("train.exit_signal_handler", "true", "execution", "save on the signal")],
         cluster=Cluster(partition=partition, nodes=nodes, gpus_per_node=8, gpu_type="h100", time="01:00:00",
                         profile=ClusterProfile(slurm_version="22.05", pyxis=False, mpi=None)),
         checkpoint=CheckpointPaths(save=str(base / "ckpt"), save_interval=50),

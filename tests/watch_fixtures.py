@@ -35,7 +35,7 @@ def e2e_plan(shared: Path, name: str, *, train_iters: int, save_interval: int, e
         single_node_h100(),
         top={"name": name},
         cluster={"partition": "h100", "nodes": 1, "gpus_per_node": 2, "time": "00:10:00", "env": [], "secrets": [],
-                 "account": None, "signal": "USR1@30"},
+                 "account": None, "signal": "TERM@30"},
         checkpoint={"save": str(save), "load": str(save), "save_interval": save_interval, "pretrained_checkpoint": None},
         launch={"shape": "srun", "entry": [sys.executable, str(ROOT / "tests" / "standin_trainer.py")],
                 "workdir": str(shared), "log_dir": str(shared / "logs"), "setup": []},

@@ -53,5 +53,18 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
         lines.append(t("gate.card.auto_rollback", nan=t("gate.card.yes") if ar.on_nan else t("gate.card.no"),
                        spike=spike, count=ar.max_rollbacks))
         lines.append("    " + (t("gate.card.watcher_job") if watcher else t("gate.card.watcher_none", name=plan.name)))
+        if watcher:
+            lines.append("    " + _watcher_place(plan))
     lines.append(t("gate.card.script", executor=executor, path=script_path))
     return "\n".join(lines)
+
+
+def _watcher_place(plan: Plan) -> str:
+    """Where the watcher job runs and which secret NAMES reach it: only those its resubmission
+    forwards to the new training job (gate/watcher_job.py)."""
+    from mbridge_launch.gate.watcher_job import may_resubmit
+    from mbridge_launch.preflight.watcher_checks import watcher_placement
+
+    partition, account = watcher_placement(plan)
+    secrets = ", ".join(plan.cluster.secrets) if may_resubmit(plan) and plan.cluster.secrets else "-"
+    return t("gate.card.watcher_place", partition=partition or "-", account=account or "-", secrets=secrets)

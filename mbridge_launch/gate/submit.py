@@ -15,14 +15,20 @@ A plan with `auto_rollback.enabled` gets its watcher started as a dependent Slur
 the training job is accepted (gate/watcher_job.py; `--no-watcher` / GateOptions.watcher=False to skip, e.g.
 when a watcher already follows the run chain from a login node).
 
-Crash-safety tests set MBL_GATE_CRASH_AFTER=ledger|sbatch: the process then dies like `kill -9`
-right after the `submitting` row is written, or right after the scheduler accepted the job; the
-next command reconciles the row against Slurm (runs.operations.open_ledger).
+From the scheduler call until the job id is recorded, SIGINT/SIGTERM/SIGHUP are deferred
+(base/signals.py) and the ledger knows the scheduler was called, so a Ctrl-C stops the command
+only once the job is recorded and a kill -9 leaves a row that the next command reconciles by
+the job's token (runs.operations.open_ledger).
+
+Crash-safety tests set MBL_GATE_CRASH_AFTER=ledger|call|sbatch: the process then dies like
+`kill -9` right after the `submitting` row is written, right before the scheduler call, or right
+after the scheduler accepted the job; MBL_GATE_INTERRUPT_AT=call|sbatch sends a SIGINT there.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +36,15 @@ from typing import Any, Callable, Optional
 
 from mbridge_launch.base.errors import CheckFailed, UserError, writable
 from mbridge_launch.base.i18n import t
+from mbridge_launch.base.signals import deferred_signals
 from mbridge_launch.gate.card import gpu_hours, render_card
 from mbridge_launch.plan.model import Plan
 from mbridge_launch.runs.ledger import AUTO_ROLLBACK_METHOD
 
 DEFAULT_THRESHOLD_GPU_HOURS = 100.0
 THRESHOLD_ENV = "MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS"
-CRASH_ENV = "MBL_GATE_CRASH_AFTER"  # fault injection for the crash-safety tests: ledger | sbatch
+CRASH_ENV = "MBL_GATE_CRASH_AFTER"  # fault injection for the crash-safety tests: ledger | call | sbatch
+INTERRUPT_ENV = "MBL_GATE_INTERRUPT_AT"  # the same points, a SIGINT instead of a crash: call | sbatch
 
 
 @dataclass
@@ -164,8 +172,10 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             run = active[0]
             raise CheckFailed("gate.duplicate", hash=plan_hash, run=run.name, id=run.id, state=run.state,
                               jobs=", ".join(run.job_ids) or "-")
+        ownership = _save_dir_ownership(ledger, plan, script_dir, options)  # one run per checkpoint directory
 
-        report = run_preflight(plan, cluster=options.cluster_checks, plan_text=plan_text, submit_dir=script_dir)
+        report = run_preflight(plan, cluster=options.cluster_checks, plan_text=plan_text, submit_dir=script_dir,
+                               save_dir_ownership=_fixed_ownership(ownership))
         print(render_text(report, plan.name), file=out)
         if report.errors and not options.force:
             raise CheckFailed("gate.preflight_failed", count=len(report.errors))
@@ -199,28 +209,72 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
                                        {"code": check.params["code"]})
             for change in changes:
                 ledger.record_override(sub.record.id, "convergence", change["reason"], change)
+            claims = _claim_writer(ledger, ownership, plan_hash, out)
+            claims.before(sub.record, options.reason)  # the claim file, with the token, before the scheduler
             _crash_point("ledger")
-            result = submit_plan(plan, options.executor, script_dir, dry_run=False, job_token=sub.token)
-            _crash_point("sbatch")
-            record = sub.done(result)
+            # the window from the scheduler call to the recorded job id: interrupts wait for its
+            # end (base/signals.py), and whatever still cuts it leaves the run for reconciliation
+            with deferred_signals():
+                record = sub.call_scheduler(lambda: _scheduler_call(plan, options.executor, script_dir, sub.token))
+            claims.after(record)  # and with the job ids once known
         watcher_job = None
         if plan.auto_rollback.enabled and options.watcher and record.job_ids:
             from mbridge_launch.gate.watcher_job import submit_watcher_job
 
             watcher_job = submit_watcher_job(ledger, record, out=out)
-        return GateResult(record.id, list(result.job_ids), str(result.script_path or script), method, watcher_job)
+        return GateResult(record.id, list(record.job_ids), str(record.script_path or script), method, watcher_job)
     finally:
         if options.ledger is None:
             ledger.close()
 
 
+def _scheduler_call(plan: Plan, executor: str, script_dir: Path, token: str) -> Any:
+    from mbridge_launch.executors.launch import submit_plan
+
+    _crash_point("call")
+    result = submit_plan(plan, executor, script_dir, dry_run=False, job_token=token)
+    _crash_point("sbatch")
+    return result
+
+
+def _save_dir_ownership(ledger: Any, plan: Plan, script_dir: Path, options: GateOptions) -> Any:
+    """Refuse a plan whose checkpoint directory an active run (this ledger) or a live claim (any
+    ledger or user) writes; an unverifiable claim only with --force and its reason. A
+    resubmission's parent is no exception: it must have ended (runs/ownership.py)."""
+    from mbridge_launch.runs.ledger import plan_save_dir
+    from mbridge_launch.runs.ownership import refuse_if_owned, save_dir_ownership
+
+    save_dir = plan_save_dir(plan, script_dir)
+    if save_dir is None:
+        return None
+    ownership = save_dir_ownership(ledger, save_dir)
+    refuse_if_owned(ownership, force=options.force)
+    return ownership
+
+
+def _fixed_ownership(ownership: Any) -> Any:
+    from mbridge_launch.runs.ownership import fixed_callback
+
+    return fixed_callback(ownership)
+
+
+def _claim_writer(ledger: Any, ownership: Any, plan_hash: str, out: Any) -> Any:
+    from mbridge_launch.runs.ownership import ClaimWriter
+
+    return ClaimWriter(ledger, ownership, plan_hash, out)
+
+
 def _crash_point(where: str) -> None:
-    """Die like `kill -9` at `where` when the crash-safety tests ask for it (MBL_GATE_CRASH_AFTER):
-    no exception handler, no cleanup, so the ledger keeps exactly what was committed."""
+    """Die like `kill -9` at `where` when the crash-safety tests ask for it (MBL_GATE_CRASH_AFTER:
+    ledger, call (the scheduler is about to be called), sbatch (it accepted the job)): no
+    exception handler, no cleanup, so the ledger keeps exactly what was committed.
+    MBL_GATE_INTERRUPT_AT=call|sbatch sends this process SIGINT there instead, as a Ctrl-C would."""
     if os.environ.get(CRASH_ENV) == where:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(137)
+    if os.environ.get(INTERRUPT_ENV) == where:
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _convergence_changes(ledger: Any, parent_run_id: Optional[int], plan: Plan) -> list[dict[str, Any]]:

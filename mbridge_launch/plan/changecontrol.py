@@ -30,7 +30,7 @@ _RULES: list[tuple[str, str, str]] = [
     # benchmark-only shortcuts
     (r"model\.moe_router_force_load_balancing", BENCHMARK_ONLY, "change.reason.force_balance"),
     (r"dataset\.mock|dataset=mock", BENCHMARK_ONLY, "change.reason.mock"),
-    (r"train\.(manual_gc.*|exit_interval|exit_duration_in_mins)", EXECUTION, "change.reason.runtime"),
+    (r"train\.(manual_gc.*|exit_interval|exit_duration_in_mins|exit_signal.*)", EXECUTION, "change.reason.runtime"),
     # execution mapping: parallelism, memory, overlap, fusions, graphs, checkpoint I/O, logging
     (r"model\.(tensor|pipeline|virtual_pipeline|context|expert|expert_tensor)_model_parallel_size", EXECUTION, "change.reason.parallelism"),
     (r"model\.(context_parallel_size|expert_tensor_parallel_size|sequence_parallel|cp_comm_type)", EXECUTION, "change.reason.parallelism"),

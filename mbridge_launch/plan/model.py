@@ -16,13 +16,23 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 from pydantic.functional_validators import AfterValidator
 from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import ValidationInfo
 
 from mbridge_launch import __version__
-from mbridge_launch.base import slurm_time
+from mbridge_launch.base import slurm_signal, slurm_time
 from mbridge_launch.base.errors import UserError, printable_value
 from mbridge_launch.base.i18n import Msg
 from mbridge_launch.base.quoting import is_env_name, is_safe_name
@@ -201,7 +211,10 @@ class Cluster(_Strict):
     time: str = Field(default="04:00:00", description="sbatch --time, a finite Slurm time")
     exclusive: bool = True
     requeue: bool = True
-    signal: Optional[str] = Field(default="USR1@300", description="sbatch --signal for graceful preemption")
+    # SIGTERM is the signal Megatron Bridge's exit handler catches (train.exit_signal's default),
+    # 60 s before the limit as Bridge's own PreemptionPlugin sends it; recommend turns the handler
+    # on (plan.signals), preflight refuses a signal the trainer would die of
+    signal: Optional[str] = Field(default="TERM@60", description="sbatch --signal: the trainer saves and exits on it")
     segment: Optional[int] = None
     container_image: Optional[str] = None
     container_mounts: list[Mount] = Field(default_factory=list)
@@ -223,6 +236,18 @@ class Cluster(_Strict):
         if found is None:
             raise PydanticCustomError("choice", "not one of {choices}", {"choices": ", ".join(GPU_TYPES)})
         return found
+
+    @field_validator("signal")
+    @classmethod
+    def _slurm_signal(cls, value: Optional[str]) -> Optional[str]:
+        """sbatch's --signal grammar ([R|B:]SIG[@SECONDS]), so preflight can read what it sends."""
+        if value is None:
+            return value
+        try:
+            slurm_signal.parse(value)
+        except ValueError:
+            raise PydanticCustomError("slurm_signal", "not a Slurm --signal", {"works": slurm_signal.WORKS}) from None
+        return value
 
     @field_validator("time")
     @classmethod
@@ -260,6 +285,11 @@ class Launch(_Strict):
     workdir: Optional[str] = Field(default=None, description="directory the job starts in (Megatron Bridge checkout)")
     log_dir: Optional[str] = Field(default=None, description="where Slurm output files go")
     setup: list[str] = Field(default_factory=list, description="commands run before training (site modules)")
+    python: Optional[str] = Field(
+        default=None, min_length=1,
+        description="python the job runs executor code with (submitit's task runner): default python3 in a "
+                    "container image, else the interpreter that submits",
+    )
 
 
 class Estimates(_Strict):
@@ -287,6 +317,21 @@ class AutoRollback(_Strict):
                                           description="loss > factor x moving median triggers")
     window: int = Field(default=20, ge=1, description="iterations in the moving median")
     max_rollbacks: int = Field(default=3, ge=0)
+    # Where the watcher job runs (gate/watcher_job.py): it must start WHILE training runs, so a
+    # site whose GPU nodes are allocated whole sends it to a CPU partition. null: the training
+    # job's partition / account (preflight warns when that cannot start during training).
+    watcher_partition: Optional[str] = Field(default=None, min_length=1, description="partition of the watcher job")
+    watcher_account: Optional[str] = Field(default=None, min_length=1, description="account of the watcher job")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_watcher(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An unset watcher placement is left out, so that every Plan written before it existed
+        keeps its hash (the ledger's duplicate checks compare hashes)."""
+        data = handler(self)
+        for name in ("watcher_partition", "watcher_account"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class AcceptedCheck(_Strict):
@@ -353,6 +398,8 @@ class Plan(_Strict):
         data = self.model_dump(mode="json", by_alias=True)
         if not data.get("accepted_checks"):
             data.pop("accepted_checks", None)  # plans without acceptances keep the hash they always had
+        if data.get("launch", {}).get("python") is None:
+            data.get("launch", {}).pop("python", None)  # likewise plans that keep the default interpreter
         return data
 
     def plan_hash(self) -> str:
@@ -444,7 +491,7 @@ _PYDANTIC_ERRORS = {
     "dataclass_type": "mapping",
 }
 _CUSTOM_ERRORS = ("at_least", "env_name", "absolute", "weights_positive", "weights_count", "choice", "time",
-                  "time_finite", "safe_name")
+                  "time_finite", "safe_name", "slurm_signal")
 _HIDDEN = object()  # a value never echoed (what stands under env_vars, cluster.env, cluster.secrets)
 _VALUE_LIMIT = 80
 
@@ -506,6 +553,8 @@ def _problem(err: Any) -> tuple[str, str, dict[str, object]]:
         params["choices"] = ", ".join(re.findall(r"'([^']*)'", expected)) or expected
     elif suffix in ("time", "time_finite"):
         params["forms"] = ctx.get("forms", TIME_FORMS)
+    elif suffix == "slurm_signal":
+        params["works"] = ctx.get("works", "TERM@60")
     elif suffix == "weights_count":
         params = {"weights": ctx.get("weights", "?"), "paths": ctx.get("paths", "?")}
     elif suffix == "other":

@@ -21,6 +21,7 @@ from mbridge_launch.preflight.slurm import (
     SlurmUnavailable,
 )
 from mbridge_launch.preflight.storage import detail_text as _d
+from mbridge_launch.preflight.watcher_checks import watcher_checks
 
 # (GPUs per node, GPUs per NVLink domain) of the NVL72 systems, used when the hardware catalog
 # cannot say: 4-GPU nodes in 72-GPU NVLink domains.
@@ -57,6 +58,7 @@ def _cluster_checks(ctx: PreflightContext, client: SlurmClient, progress) -> lis
     checks += _gpus(ctx, part, nodes)
     checks += _nvlink_domain(ctx, client, nodes, part)
     checks += _site_features(ctx, client)
+    checks += watcher_checks(ctx, partitions, nodes, part)  # preflight/watcher_checks.py
     progress.advance()
     if any(c.severity == "error" for c in checks):
         checks.append(Check("cluster.test_only_skipped", "info", {}))

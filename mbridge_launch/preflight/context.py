@@ -63,6 +63,9 @@ class PreflightContext:
     # starts its job; None for a preflight of its own, which cannot know it (the current directory
     # is the best guess then)
     submit_dir: Path | None = None
+    # save dir -> rollback.claims.Ownership (who writes it now), from the layers that may open the
+    # ledger (cli, gate); None: not checked here
+    save_dir_ownership: Callable[[str], Any] | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def overrides(self) -> dict[str, str]:

@@ -4,12 +4,16 @@ it, and report per node: GPU count and type, and NVLink between a node's GPUs wh
 
 This is the one part of preflight that submits a job. Its output goes to preflight's own cache
 directory (the sbatch command line overrides the script's --output), and a job still pending at
-the timeout is cancelled, so nothing is left behind on the cluster.
+the timeout is cancelled, so nothing is left behind on the cluster; so is one whose wait is
+interrupted (Ctrl-C, SIGTERM: exit 130, saying so). A wait longer than a few seconds shows the
+job's state and Slurm's pending reason.
 """
 
 from __future__ import annotations
 
 import re
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +24,8 @@ from mbridge_launch.preflight.slurm import SlurmClient, SlurmUnavailable, parse_
 
 WAIT_TIMEOUT_S = 300
 POLL_S = 0.5
+PROGRESS_AFTER_S = 5.0  # a wait longer than this says where the job is
+PROGRESS_EVERY_S = 15.0  # then at most one line per this many seconds
 TOPO_TAG = "MBL-TOPO"
 # Prints `nvidia-smi topo -m` on each node, every line tagged with the node name (a code
 # constant: no value from the Plan reaches this shell text).
@@ -117,30 +123,83 @@ def topology_matrix(lines: list[str]) -> dict[str, object]:
 
 
 def run_node_checks(ctx: PreflightContext, client: SlurmClient, timeout_s: float = WAIT_TIMEOUT_S) -> list[Check]:
+    """Submit the node-check job, wait for it, report. An interrupt (Ctrl-C, SIGTERM) once the
+    job exists cancels it, says so, and goes on as KeyboardInterrupt (exit 130): nothing is left
+    queued. The sbatch call itself is not cut: interrupts wait for its answer (base/signals.py),
+    so the job id is known when they land."""
+    from mbridge_launch.base.signals import deferred_signals
+
     try:
         script = node_check_job(ctx)
     except Exception as exc:  # noqa: BLE001 - the renderer is another module; say why we stop
         return [Check("nodes.render_failed", "error", {"reason": f"{type(exc).__name__}: {exc}"})]
     out_dir = _out_dir(ctx)
     argv = ["sbatch", "--parsable", f"--output={out_dir}/node-check-%j.out", f"--error={out_dir}/node-check-%j.out"]
-    try:
-        result = client.run(argv, stdin=script)
-    except SlurmUnavailable as exc:
-        return [Check("nodes.submit_failed", "error", {"reason": str(exc)})]
-    job_id = result.stdout.strip().split(";")[0]
-    if result.returncode != 0 or not job_id.isdigit():
-        lines = (result.stderr or result.stdout).strip().splitlines()
-        return [Check("nodes.submit_failed", "error", {"reason": lines[-1] if lines else f"sbatch exited {result.returncode}"})]
-    from mbridge_launch.base.i18n import t
-
-    with Progress(ctx.progress_stream, t("preflight.progress.nodes", job=job_id), int(timeout_s)) as progress:
-        state = _wait(client, job_id, timeout_s, progress)
+    job_id = None
+    with _sigterm_as_interrupt():
+        try:
+            with deferred_signals():
+                try:
+                    result = client.run(argv, stdin=script)
+                except SlurmUnavailable as exc:
+                    return [Check("nodes.submit_failed", "error", {"reason": str(exc)})]
+                job_id = _job_id(result.stdout)
+            if result.returncode != 0 or job_id is None:
+                lines = (result.stderr or result.stdout).strip().splitlines()
+                return [Check("nodes.submit_failed", "error", {"reason": lines[-1] if lines else f"sbatch exited {result.returncode}"})]
+            state = _wait_reporting(ctx, client, job_id, timeout_s)
+        except KeyboardInterrupt:
+            if job_id is not None:
+                _cancel_interrupted(client, job_id)
+            raise
     output_path = out_dir / f"node-check-{job_id}.out"
     if state is None:
         client.run(["scancel", job_id], cache=False)
         return [Check("nodes.timeout", "error", {"job": job_id, "seconds": int(timeout_s), "log": str(output_path)})]
     text = _read(output_path)
     return report_nodes(ctx, job_id, state, text, output_path)
+
+
+def _job_id(stdout: str) -> str | None:
+    job_id = stdout.strip().split(";")[0]
+    return job_id if job_id.isdigit() else None
+
+
+class _sigterm_as_interrupt:
+    """SIGTERM raises KeyboardInterrupt while preflight owns a node-check job, so that a kill
+    cancels the job as Ctrl-C does (Python's default for SIGTERM exits without any cleanup)."""
+
+    def __enter__(self) -> "_sigterm_as_interrupt":
+        import threading
+
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+def _cancel_interrupted(client: SlurmClient, job_id: str) -> None:
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.signals import deferred_signals
+
+    with deferred_signals():  # a second Ctrl-C must not stop the scancel half-way
+        try:
+            result = client.run(["scancel", job_id], cache=False)
+            reason = "" if result.ok else (result.stderr or result.stdout).strip() or f"scancel exited {result.returncode}"
+        except SlurmUnavailable as exc:
+            reason = str(exc)
+    if reason:
+        print(t("preflight.nodes.interrupt_cancel_failed", job=job_id, reason=reason), file=sys.stderr, flush=True)
+    else:
+        print(t("preflight.nodes.interrupt_cancelled", job=job_id), file=sys.stderr, flush=True)
 
 
 def _out_dir(ctx: PreflightContext) -> Path:
@@ -151,7 +210,44 @@ def _out_dir(ctx: PreflightContext) -> Path:
     return path
 
 
-def _wait(client: SlurmClient, job_id: str, timeout_s: float, progress: Progress | None = None) -> str | None:
+def _wait_reporting(ctx: PreflightContext, client: SlurmClient, job_id: str, timeout_s: float) -> str | None:
+    from mbridge_launch.base.i18n import t
+
+    with Progress(ctx.progress_stream, t("preflight.progress.nodes", job=job_id), int(timeout_s)) as progress:
+        return _wait(client, job_id, timeout_s, progress, _WaitReport(job_id, progress))
+
+
+class _WaitReport:
+    """What a long wait shows: on a terminal the progress bar's label (job, state, Slurm's
+    reason); elsewhere (a pipe, a CI log) one line on stderr after PROGRESS_AFTER_S, then at most
+    one every PROGRESS_EVERY_S, or PROGRESS_AFTER_S after a change of state."""
+
+    def __init__(self, job_id: str, progress: Progress | None) -> None:
+        self.job_id, self.progress = job_id, progress
+        self.start = time.monotonic()
+        self.last_line: float | None = None
+        self.last_state = ""
+
+    def __call__(self, state: str, reason: str) -> None:
+        from mbridge_launch.base.i18n import t
+
+        now = time.monotonic()
+        waited = now - self.start
+        text = t("preflight.nodes.waiting", job=self.job_id, state=state or "?", reason=reason or "-",
+                 seconds=int(waited))
+        changed, self.last_state = state != self.last_state, state
+        if self.progress is not None and self.progress.stream is not None:
+            self.progress.label = text
+            return
+        since = None if self.last_line is None else now - self.last_line
+        due = since is None or since >= PROGRESS_EVERY_S or (changed and since >= PROGRESS_AFTER_S)
+        if waited >= PROGRESS_AFTER_S and due:
+            self.last_line = now
+            print(text, file=sys.stderr, flush=True)
+
+
+def _wait(client: SlurmClient, job_id: str, timeout_s: float, progress: Progress | None = None,
+          report: "_WaitReport | None" = None) -> str | None:
     """The job's final state, or None at the timeout. `scontrol show job` keeps finished jobs
     for MinJobAge; after that the job is gone and counts as finished."""
     start = time.monotonic()
@@ -162,9 +258,12 @@ def _wait(client: SlurmClient, job_id: str, timeout_s: float, progress: Progress
         result = client.run(["scontrol", "show", "job", "-o", job_id], timeout=30, cache=False)
         if result.returncode != 0:
             return "UNKNOWN"
-        state = parse_oneliner(result.stdout.strip()).get("JobState", "")
+        fields = parse_oneliner(result.stdout.strip())
+        state = fields.get("JobState", "")
         if state in _TERMINAL:
             return state
+        if report is not None:
+            report(state, fields.get("Reason", ""))
         time.sleep(POLL_S)
     return None
 

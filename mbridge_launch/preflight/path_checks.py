@@ -33,8 +33,11 @@ _PACKING_KEY = re.compile(r"(enable_offline_packing|packed_sequence)", re.I)
 
 
 def run_path_checks(ctx: PreflightContext) -> list[Check]:
-    return run_all(ctx, (check_container_image, check_mounts, check_save_dir, check_load_paths, check_caches,
-                         check_launch_dirs))
+    from mbridge_launch.preflight.container_checks import run_container_checks
+    from mbridge_launch.preflight.ownership_checks import check_save_owner
+
+    return run_all(ctx, (check_container_image, check_mounts, check_save_dir, check_save_owner, check_load_paths,
+                         check_caches, check_launch_dirs, run_container_checks))
 
 
 # ---------------------------------------------------------------------- container

@@ -19,7 +19,7 @@ from mbridge_launch.preflight.model import Check
 def run_plan_checks(ctx: PreflightContext) -> list[Check]:
     return run_all(ctx, (check_recorded_warnings, check_grid_vs_cluster, check_rules, check_memory,
                          check_catalog, check_recipe_and_data, check_change_control, check_integer_settings,
-                         check_container_profile, check_renders))
+                         check_container_profile, check_signal_handled, check_renders))
 
 
 
@@ -324,6 +324,17 @@ def check_container_profile(ctx: PreflightContext) -> list[Check]:
     if c.container_image and not c.profile.pyxis:
         return [Check("plan.container_without_pyxis", "warning", {"image": c.container_image})]
     return []
+
+
+def check_signal_handled(ctx: PreflightContext) -> list[Check]:
+    """The Plan's --signal must reach a trainer that saves on it: otherwise Slurm kills the run
+    the signal's lead time before the limit, and everything since the last save is lost."""
+    from mbridge_launch.plan.signals import problem
+
+    found = problem(ctx.plan)
+    if found is None:
+        return []
+    return [Check("plan.signal_not_handled", "error", {"problem": found}, subject="cluster.signal")]
 
 
 def check_renders(ctx: PreflightContext) -> list[Check]:

@@ -42,6 +42,7 @@ def run_preflight(
     client: Any = None,
     node_timeout_s: float | None = None,
     submit_dir: Path | None = None,
+    save_dir_ownership: Callable[[str], Any] | None = None,
 ) -> Report:
     """Check `plan` and return the Report (report.ok, report.exit_code, report.to_json()).
 
@@ -52,7 +53,9 @@ def run_preflight(
     progress_stream: where a progress bar may draw (only if it is a terminal).
     client: a SlurmClient (tests pass one to count queries).
     submit_dir: where the submit will run (the gate's script directory), where a Plan without
-    launch.workdir starts its job; None: not known yet (a preflight of its own)."""
+    launch.workdir starts its job; None: not known yet (a preflight of its own).
+    save_dir_ownership: who owns a checkpoint directory (runs.ownership, given by the CLI and the
+    gate: preflight cannot import the ledger); None: not checked, said as an info."""
     if not isinstance(plan, Plan):
         from mbridge_launch.plan.model import load_plan
 
@@ -62,7 +65,7 @@ def run_preflight(
             plan_text = path.read_text(encoding="utf-8")
     environment = dict(os.environ if env is None else env)
     ctx = PreflightContext(plan=plan, env=environment, plan_text=plan_text, cache_dir=cache_dir(environment), progress_stream=progress_stream,
-                           submit_dir=submit_dir)
+                           submit_dir=submit_dir, save_dir_ownership=save_dir_ownership)
     report = _run_groups(ctx, cluster, on_nodes, environment, client, node_timeout_s)
     from mbridge_launch.preflight.acceptance import apply_acceptances
 

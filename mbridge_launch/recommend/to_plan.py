@@ -28,6 +28,8 @@ from mbridge_launch.plan.model import (
     RecipeRef,
 )
 from mbridge_launch.plan.settings import RECIPE_DEFAULT_CHECKPOINT_DIR, override_text
+from mbridge_launch.plan.signals import KEYS as SIGNAL_KEYS
+from mbridge_launch.plan.signals import handler_overrides
 
 
 @dataclass
@@ -44,6 +46,7 @@ class ClusterFlags:
     segment_support: bool = False
     entry: list[str] | None = None
     workdir: str | None = None
+    watcher_partition: str | None = None  # auto_rollback.watcher_partition
 
 
 _SECRET_NAMES = ("TOKEN", "KEY", "SECRET", "PASSWORD")
@@ -146,6 +149,8 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
         segment=nvl72_segment(rec.nodes) if gpu_type in NVL72 and flags.segment_support else None,
         profile=ClusterProfile(pyxis=bool(flags.container_image), segment=flags.segment_support),
     )
+    # the trainer saves on the Plan's signal only with its exit handler on (plan.signals)
+    overrides += handler_overrides(cluster.signal, {o.key for o in overrides})
     launch = Launch(entry=flags.entry or ["python", "scripts/training/run_recipe.py"], workdir=flags.workdir)
     mode = rec.request.goal if recipe.kind == "library" else task_goal(recipe.mode)
     return Plan(
@@ -163,7 +168,7 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
         env_vars=perf_env(gpu_type, layout.tp, layout.cp),
         estimates=estimates,
         warnings=[PlanWarning(code=code, message=message) for code, message in rec.warnings],
-        auto_rollback=AutoRollback(),
+        auto_rollback=AutoRollback(watcher_partition=flags.watcher_partition or None),
     )
 
 
@@ -201,6 +206,9 @@ def launcher_changes(rec: Any, plan: Plan) -> list[Any]:
             else:
                 old, reason = recipe_default(rec.recipe, key), msg(cls.reason_key)
             found.append(Change(key, old, value, cls.change_class, reason, source, as_override=False))
+    # the signal settings are Plan overrides made here, not recommendation changes: shown with these
+    found += [Change(o.key, o.from_, o.value, o.change_class, o.reason, "launcher", as_override=False)
+              for o in plan.overrides if o.source == "launcher" and o.key in SIGNAL_KEYS]
     return found
 
 

@@ -5,8 +5,17 @@ one `*.distcp` shard, none of them empty. That is what loading needs: `.metadata
 torch.distributed.checkpoint index), the `.distcp` shards it indexes, `common.pt` (the non-sharded
 state), `metadata.json` (Megatron's dist-checkpoint metadata) and `train_state.pt` (the
 iteration and counters). `run_config.yaml` is written by Bridge too but loading does not need it:
-its absence is reported as a note, not as incompleteness. Completeness is about presence, not
-content: the `.metadata` index is a torch pickle and is not opened here.
+its absence is reported as a note, not as incompleteness.
+
+Shards are checked against the checkpoint's own index: the real `.metadata` is a pickle of
+torch.distributed.checkpoint's `Metadata`, whose `storage_data` maps every tensor chunk to a
+`_StorageInfo(relative_path, offset, length)`; the relative paths are the shard files
+(`__<rank>_<n>.distcp`, FileSystemWriter's names). It is NEVER unpickled (an untrusted file runs
+code when unpickled): `pickletools.genops` walks its opcodes and the string arguments that are
+shard names are collected, within METADATA_MAX_BYTES. A directory holding shard files the index
+does not name (a second world size wrote there) or lacking ones it names is incomplete ("mixed"),
+with the reason; a `.metadata` that is not a pickle or names no shard is incomplete too (torch
+could not load it either).
 
 Trackers: `latest_train_state.pt` is identified by comparing its bytes with each iteration's
 `train_state.pt` (that is what a rollback or Bridge copies there; no torch needed); the
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickletools
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +46,13 @@ EXPECTED_OPTIONAL = ("run_config.yaml",)
 ROLLED_BACK_DIR = "rolled_back"
 JOURNAL_NAME = "ROLLBACK.json"
 ITER_RE = re.compile(r"^iter_(\d{7,})$")
+METADATA = ".metadata"
+# A real index is a few MB even for large models; beyond this the shard check is not attempted
+# (said as a note), so that a huge or hostile file cannot stall every command that lists checkpoints.
+METADATA_MAX_BYTES = 256 * 1024 * 1024
+SHARD_NAME_RE = re.compile(r"^__\d+_\d+\.distcp$")
+_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING",
+                         "BINSTRING", "SHORT_BINSTRING", "SHORT_BINBYTES", "BINBYTES", "BINBYTES8"})
 
 
 def _reason(key: str, **params: Any) -> str:
@@ -66,6 +83,78 @@ class CheckpointInfo:
     tracked_by: list[str] = field(default_factory=list)  # tracker file names pointing here
     loss: Optional[float] = None  # the loss logged at the last logged iteration <= this one
     loss_iteration: Optional[int] = None
+    shards: int = 0  # *.distcp files in the directory
+    indexed_shards: Optional[int] = None  # shard files .metadata names; None: not read
+    mixed: bool = False  # shard files and the index disagree (two world sizes, a partial save)
+    shard_reason: str = ""  # why the shards do not match the index, in the user's language
+
+
+class MetadataUnreadable(ValueError):
+    """The `.metadata` index could not be walked (not a pickle, unreadable)."""
+
+
+class MetadataTooLarge(MetadataUnreadable):
+    """The index is over the size bound: not checked (a note), not counted against the checkpoint."""
+
+
+def metadata_shard_names(path: Path, max_bytes: int = METADATA_MAX_BYTES) -> set[str]:
+    """The shard file names a torch_dist `.metadata` index names, read from its pickle opcodes
+    without executing any of them (no unpickling). MetadataUnreadable when it cannot be walked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise MetadataUnreadable(exc.strerror or str(exc)) from None
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise MetadataTooLarge(_reason("metadata_too_large", limit=max_bytes))
+    names: set[str] = set()
+    try:
+        for opcode, arg, _pos in pickletools.genops(data):
+            if opcode.name in _STRING_OPS:
+                text = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+                if SHARD_NAME_RE.match(text):
+                    names.add(text)
+    except Exception as exc:  # noqa: BLE001 - any malformed pickle: not readable, never a crash
+        raise MetadataUnreadable(_reason("metadata_not_pickle", error=type(exc).__name__)) from None
+    return names
+
+
+def _check_shards(info: CheckpointInfo, path: Path, shard_files: set[str]) -> None:
+    """Compare the shard files present with those the index names; sets mixed/shard_reason."""
+    info.shards = len(shard_files)
+    try:
+        named = metadata_shard_names(path / METADATA)
+    except MetadataTooLarge as exc:  # said, not counted against the checkpoint
+        info.shard_reason = str(exc)
+        return
+    except MetadataUnreadable as exc:
+        info.shard_reason = _reason("metadata_unreadable", reason=str(exc))
+        info.complete, info.mixed = False, True
+        return
+    info.indexed_shards = len(named)
+    extra, absent = sorted(shard_files - named, key=_shard_key), sorted(named - shard_files, key=_shard_key)
+    if not named:
+        info.shard_reason = _reason("metadata_no_shards")
+    elif extra:
+        info.shard_reason = _reason("shards_unindexed", found=len(shard_files), indexed=len(named),
+                                    files=_few(extra))
+    elif absent:
+        info.shard_reason = _reason("shards_missing", found=len(shard_files), indexed=len(named),
+                                    files=_few(absent))
+    if info.shard_reason:
+        info.complete, info.mixed = False, True
+
+
+def _shard_key(name: str) -> tuple[int, ...]:
+    """__<rank>_<n>.distcp in rank order (10 after 9), other names last."""
+    digits = re.findall(r"\d+", name)
+    return tuple(int(d) for d in digits) if SHARD_NAME_RE.match(name) else (1 << 62,)
+
+
+def _few(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... (+{len(names) - limit})" if len(names) > limit else "")
 
 
 def inspect_iter_dir(path: Path) -> CheckpointInfo:
@@ -88,7 +177,16 @@ def inspect_iter_dir(path: Path) -> CheckpointInfo:
     if not any(name.endswith(SHARD_SUFFIX) and size > 0 for name, size in sizes.items()):
         missing.append("*" + SHARD_SUFFIX)
     notes = [name for name in EXPECTED_OPTIONAL if name not in sizes]
-    return CheckpointInfo(iteration, str(path), not missing, missing, notes, total, newest)
+    info = CheckpointInfo(iteration, str(path), not missing, missing, notes, total, newest)
+    if not missing:  # the index is only compared when every file is there
+        _check_shards(info, path, {name for name in sizes if name.endswith(SHARD_SUFFIX)})
+    return info
+
+
+def incomplete_text(info: CheckpointInfo) -> str:
+    """Why a checkpoint is not loadable: the files missing, or the shards/index mismatch."""
+    parts = ([_reason("incomplete", files=", ".join(info.missing))] if info.missing else [])
+    return "; ".join(parts + ([info.shard_reason] if info.shard_reason else []))
 
 
 def iter_dirs(directory: Path) -> dict[int, Path]:
@@ -206,7 +304,7 @@ def _resolved(source: str, base: Path, iteration: int) -> Resolution:
     if not path.is_dir():
         return Resolution(source, iteration, str(path), False, _reason("dir_missing"))
     info = inspect_iter_dir(path)
-    reason = "" if info.complete else _reason("incomplete", files=", ".join(info.missing))
+    reason = "" if info.complete else incomplete_text(info)
     return Resolution(source, iteration, str(path), info.complete, reason)
 
 

@@ -119,6 +119,15 @@ def _describe_tracker(save_dir: Path) -> dict[str, Optional[str]]:
     return {PT_TRACKER: pt, TXT_TRACKER: trackers.txt_raw.strip() if trackers.txt_raw is not None else None}
 
 
+def _target_not_loadable(info: Any, to_iter: int, save: Path) -> CheckFailed:
+    """Missing files, or shards that disagree with the checkpoint's index (a mixed directory)."""
+    if info.missing:
+        return CheckFailed("rollback.target_incomplete", iteration=to_iter, missing=", ".join(info.missing),
+                           valid=_complete_choices(save))
+    return CheckFailed("rollback.target_mixed", iteration=to_iter, reason=info.shard_reason,
+                       valid=_complete_choices(save))
+
+
 def _complete_choices(save_dir: Path) -> str:
     done = [str(i) for i, p in iter_dirs(save_dir).items() if inspect_iter_dir(p).complete]
     return ", ".join(done) or "-"
@@ -157,8 +166,7 @@ def _plan(save: Path, to_iter: int, pending: Optional[list[str]] = None) -> Roll
         raise UserError("rollback.no_such_iter", iteration=to_iter, path=str(save), valid=_complete_choices(save))
     info = inspect_iter_dir(target)
     if not info.complete:
-        raise CheckFailed("rollback.target_incomplete", iteration=to_iter, missing=", ".join(info.missing),
-                          valid=_complete_choices(save))
+        raise _target_not_loadable(info, to_iter, save)
     newer = [p.name for i, p in sorted(iter_dirs(save).items(), reverse=True) if i > to_iter]
     before = _describe_tracker(save)
     trackers = read_trackers(save)
@@ -220,8 +228,7 @@ def _roll_forward(save: Path, stamp_dir: Path, journal: dict[str, Any]) -> dict[
     target = save / iter_dirname(to_iter)
     info = inspect_iter_dir(target)
     if not info.complete:  # only possible if someone damaged it between crash and recovery
-        raise CheckFailed("rollback.target_incomplete", iteration=to_iter, missing=", ".join(info.missing),
-                          valid=_complete_choices(save))
+        raise _target_not_loadable(info, to_iter, save)
     before = journal["trackers_before"]
     write_if_changed(save / PT_TRACKER, (target / TRAIN_STATE).read_bytes(),
                      before[PT_TRACKER].get("mode", 0o644))

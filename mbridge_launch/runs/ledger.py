@@ -8,9 +8,12 @@ Durability rules:
 - one transaction per state change (`BEGIN IMMEDIATE` ... `COMMIT`), each with its event row;
 - WAL mode on local disks; rollback-journal mode on network filesystems (NFS, Lustre, GPFS...),
   where WAL's shared memory is unsafe; a busy timeout so concurrent commands wait, not fail;
-- a submission is written twice: a `submitting` row BEFORE the scheduler call and the job ids
-  AFTER it (`begin_submission` / `mark_submitted`), so a crash in between leaves a row that
-  `ledger_reconcile.reconcile_submitting` resolves against sacct/squeue on the next command.
+- a submission is written three times: a `submitting` row BEFORE the scheduler call, the fact
+  that the scheduler is being called (`may_have_job`) right before it, and the job ids AFTER it
+  (`begin_submission` / `_Submission.call_scheduler` / `mark_submitted`). Whatever cuts the
+  window (kill -9, Ctrl-C, a timeout) leaves a row that `reconcile.reconcile_submitting` resolves
+  against squeue/sacct on the next command, by the token every executor puts in the job's comment.
+  Only Slurm's definite refusal (sbatch exited non-zero) ends the search for a job.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.errors import SubmissionError, UserError
 from mbridge_launch.base.paths import state_dir
 from mbridge_launch.plan.overrides import whole_number
 from mbridge_launch.runs.records import (  # noqa: F401 - re-exported: the ledger API
@@ -37,6 +40,7 @@ from mbridge_launch.runs.records import (  # noqa: F401 - re-exported: the ledge
     COMPLETED,
     FAILED,
     FINAL_STATES,
+    FORGOTTEN,
     LOST,
     PENDING,
     RUNNING,
@@ -156,8 +160,8 @@ class Ledger:
                          save_dir: str | None = None, parent_run_id: int | None = None,
                          job_token: str | None = None) -> RunRecord:
         """Write the `submitting` row. Call BEFORE the scheduler. Reconcile finds a lost submission
-        by its token in the job's comment or name, else by job name and submit time (the executors
-        do not set a comment today)."""
+        by its token in the job's comment (every shipped executor sets it), else, for an executor
+        that does not take the token, by job name and submit time."""
         token = job_token or f"mbl-{secrets.token_hex(8)}"
         now = _now()
         with self.transaction() as conn:
@@ -180,21 +184,73 @@ class Ledger:
             old = self._state(conn, run_id)
             conn.execute(
                 "UPDATE runs SET job_ids=?, log_paths=?, script_path=COALESCE(?, script_path), state=?,"
-                " submitted_at=?, updated_at=? WHERE id=?",
+                " submitted_at=?, updated_at=?, may_have_job=0 WHERE id=?",
                 (json.dumps([str(j) for j in job_ids]), json.dumps([str(p) for p in log_paths or []]),
                  script_path, SUBMITTED, _now(), _now(), run_id),
             )
             self._event(conn, run_id, "state", old, SUBMITTED, {"job_ids": job_ids, "output": raw_output[-2000:]})
         return self.get_run(run_id)
 
-    def mark_submit_failed(self, run_id: int, error: str) -> RunRecord:
-        return self.set_state(run_id, SUBMIT_FAILED, error=error)
+    def mark_scheduler_called(self, run_id: int) -> RunRecord:
+        """Committed right before the scheduler is called: from here on the run may have a job, so
+        any failure short of Slurm's definite refusal leaves it for reconciliation."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE runs SET scheduler_called_at=?, may_have_job=1, updated_at=? WHERE id=?",
+                         (_now(), _now(), run_id))
+            self._event(conn, run_id, "scheduler_called", None, None, {})
+        return self.get_run(run_id)
+
+    def mark_submit_failed(self, run_id: int, error: str, *, definite: bool = True) -> RunRecord:
+        """`definite`: Slurm refused the job (no job exists); otherwise a job may exist and
+        reconcile keeps looking for it."""
+        record = self.set_state(run_id, SUBMIT_FAILED, error=error, detail={"definite": definite})
+        if definite and record.may_have_job:
+            record = self.settle_no_job(run_id, {"reason": "refused by Slurm"})
+        return record
+
+    def settle_no_job(self, run_id: int, detail: dict[str, Any]) -> RunRecord:
+        """Stop looking for a job of this run (refused, or reconcile found none)."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE runs SET may_have_job=0, updated_at=? WHERE id=?", (_now(), run_id))
+            self._event(conn, run_id, "no_job", None, None, detail)
+        return self.get_run(run_id)
+
+    def record_found_job(self, run_id: int, job_id: str, state: str, slurm_state: str | None, *,
+                         kind: str, detail: dict[str, Any]) -> RunRecord:
+        """A job found for the run after the fact (reconcile by token, `runs adopt`): its id and
+        state in one transaction with the event saying how it was found. Clears the submission
+        error (it described the interrupted call, not the job)."""
+        if state not in ALL_STATES:
+            raise ValueError(f"unknown run state {state!r}")
+        with self.transaction() as conn:
+            old = self._state(conn, run_id)
+            conn.execute(
+                "UPDATE runs SET job_ids=?, state=?, slurm_state=?, error=NULL, may_have_job=0,"
+                " submitted_at=COALESCE(submitted_at, ?), updated_at=? WHERE id=?",
+                (json.dumps([str(job_id)]), state, slurm_state, _now(), _now(), run_id))
+            self._event(conn, run_id, kind, old, state, {**detail, "job_id": str(job_id), "slurm_state": slurm_state})
+        return self.get_run(run_id)
+
+    def reconcile_candidates(self) -> list[RunRecord]:
+        """Every run that may have a Slurm job the ledger does not know: `submitting` rows, and
+        `submit_failed` rows whose failure came after the scheduler was called and was not a
+        definite refusal."""
+        rows = self.conn.execute(
+            "SELECT * FROM runs WHERE state=? OR (state=? AND may_have_job=1) ORDER BY id",
+            (SUBMITTING, SUBMIT_FAILED))
+        return [run_from_row(r) for r in rows]
+
+    def job_holders(self, job_id: str) -> list[RunRecord]:
+        """The runs that record `job_id` as one of their jobs."""
+        rows = self.conn.execute("SELECT * FROM runs WHERE job_ids LIKE ? ORDER BY id", (f'%"{job_id}"%',))
+        return [r for r in map(run_from_row, rows) if str(job_id) in r.job_ids]
 
     @contextmanager
     def submission(self, **fields: Any) -> Iterator["_Submission"]:
-        """`with ledger.submission(name=..., ...) as sub: result = executor.submit(...); sub.done(result)`.
-        An exception inside marks the run submit_failed (and re-raises); a crash leaves it
-        `submitting` for reconciliation."""
+        """`with ledger.submission(name=..., ...) as sub: sub.call_scheduler(lambda: executor.submit(...))`.
+        An exception before the scheduler call marks the run submit_failed (and re-raises); one
+        during it is classified by call_scheduler; a crash leaves it `submitting` for
+        reconciliation."""
         record = self.begin_submission(**fields)
         sub = _Submission(self, record)
         try:
@@ -380,6 +436,23 @@ class _Submission:
     @property
     def token(self) -> str:
         return self.record.job_token
+
+    def call_scheduler(self, submit: Callable[[], Any]) -> RunRecord:
+        """Record that the scheduler is being called, call it, record the job. Run it inside
+        base.signals.deferred_signals so that no interrupt lands between the call and the record.
+        A SubmissionError of Slurm's refusal is definite (no job); anything else (Ctrl-C that got
+        through, a timeout, a reply without a job id) leaves the run for reconciliation."""
+        self.ledger.mark_scheduler_called(self.record.id)
+        try:
+            submitted = submit()
+        except BaseException as exc:
+            self.finished = True
+            definite = isinstance(exc, SubmissionError) and exc.key == "executors.submit_refused"
+            raw = getattr(exc, "raw_output", "") or ""
+            self.record = self.ledger.mark_submit_failed(
+                self.record.id, f"{type(exc).__name__}: {exc} {raw}".strip(), definite=definite)
+            raise
+        return self.done(submitted)
 
     def done(self, submitted: Any) -> RunRecord:
         """`submitted`: an executors.base.Submitted (job_ids, script_path, log_paths, raw_output)."""

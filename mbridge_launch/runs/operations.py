@@ -26,24 +26,44 @@ def slurm_query():
 
 
 def open_ledger(path: Optional[str] = None, *, reconcile: bool = True, query=None) -> L.Ledger:
-    """Open the ledger and resolve rows left in `submitting` by a crashed submit (printing what
-    was found) before the command does anything else. `path`: the --ledger option (default: the
-    state directory's ledger)."""
+    """Open the ledger and resolve every run that may have a job the ledger does not know (left
+    `submitting` by a crashed submit, or `submit_failed` after the scheduler was called), printing
+    what was found, before the command does anything else. `path`: the --ledger option (default:
+    the state directory's ledger)."""
     ledger = L.Ledger.open(path)
-    if reconcile and ledger.list_runs(limit=1, states={L.SUBMITTING}):
-        from mbridge_launch.runs.reconcile import reconcile_submitting
-
-        for result in reconcile_submitting(ledger, query or slurm_query()):
-            run = ledger.get_run(result.run_id)
-            if result.outcome == "submitted":
-                print(t("ledger.reconciled_submitted", run=run.name, id=run.id, job=", ".join(result.job_ids)), file=sys.stderr)
-            elif result.outcome == "lost":
-                print(t("ledger.reconciled_lost", run=run.name, id=run.id), file=sys.stderr)
-            elif result.outcome == "unknown":
-                print(t("warning.prefix", message=t("ledger.reconcile_unknown", run=run.name, id=run.id)), file=sys.stderr)
-            elif result.outcome == "ambiguous":
-                print(t("ledger.reconciled_ambiguous", run=run.name, id=run.id, jobs=", ".join(result.job_ids)), file=sys.stderr)
+    if reconcile and ledger.reconcile_candidates():
+        reconcile_now(ledger, query)
     return ledger
+
+
+def reconcile_now(ledger: L.Ledger, query=None) -> None:
+    """Reconcile the ledger's candidates with Slurm and say what was found (stderr)."""
+    from mbridge_launch.runs.reconcile import reconcile_submitting
+
+    for result in reconcile_submitting(ledger, query or slurm_query()):
+        _report_reconciled(ledger, result)
+
+
+def _report_reconciled(ledger: L.Ledger, result) -> None:
+    run = ledger.get_run(result.run_id)
+    if result.outcome == "submitted":
+        print(t("ledger.reconciled_submitted", run=run.name, id=run.id, job=", ".join(result.job_ids)), file=sys.stderr)
+    elif result.outcome == "lost":
+        print(t("ledger.reconciled_lost", run=run.name, id=run.id), file=sys.stderr)
+        _say_candidates(run, result.candidates)
+    elif result.outcome == "no_job":
+        print(t("ledger.reconciled_no_job", run=run.name, id=run.id), file=sys.stderr)
+        _say_candidates(run, result.candidates)
+    elif result.outcome == "unknown":
+        print(t("warning.prefix", message=t("ledger.reconcile_unknown", run=run.name, id=run.id)), file=sys.stderr)
+    elif result.outcome == "ambiguous":
+        print(t("ledger.reconciled_ambiguous", run=run.name, id=run.id, jobs=", ".join(result.job_ids)), file=sys.stderr)
+
+
+def _say_candidates(run: L.RunRecord, candidates: list[str]) -> None:
+    if candidates:
+        print(t("hint.prefix", message=t("ledger.reconcile_candidates", run=run.name, jobs=", ".join(candidates),
+                                         job=candidates[-1])), file=sys.stderr)
 
 
 @dataclass

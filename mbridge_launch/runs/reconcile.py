@@ -1,14 +1,18 @@
 """Bring the ledger in line with what Slurm actually has.
 
 Two jobs:
-- `reconcile_submitting`: rows left in `submitting` (the process died between the ledger write and
-  the scheduler's answer) become `submitted` with the job found in squeue/sacct (by the unique
-  token the executor put in the job's comment, else by job name and submit-time window), or
-  `lost` when Slurm has no such job. A row whose submitter may still be running is left alone.
+- `reconcile_submitting`: every run that may have a job the ledger does not know (rows left in
+  `submitting` by a process that died between the ledger write and the scheduler's answer, and
+  `submit_failed` rows whose failure came after the scheduler was called and was not Slurm's
+  definite refusal) is matched to its job by the exact token the executor put in the job's
+  comment; only for an executor that does not take the token (a plugin) by job name and submit
+  time. A hand-submitted job with the same name is therefore never adopted and never makes a run
+  ambiguous. Found: the run gets its job and state, with an event saying how it was found; not
+  found: a `submitting` row becomes `lost`, a `submit_failed` one stops being looked for. A row
+  whose submitter may still be running is left alone.
 - `refresh_runs`: active runs get their current Slurm state.
 
-Both take a `SlurmQuery` so tests can fake Slurm; `SacctQuery` is the real one (squeue for live
-jobs, sacct for finished ones, both with parsable output, run through the executors' Slurm layer).
+Both take a `SlurmQuery` so tests can fake Slurm; `SacctQuery` (runs/slurm_jobs.py) is the real one.
 """
 
 from __future__ import annotations
@@ -16,18 +20,20 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Optional, Protocol
 
+from mbridge_launch.base.errors import UserError
 from mbridge_launch.executors.slurm_cli import SlurmUnavailable as SlurmUnavailable
-from mbridge_launch.executors.slurm_cli import call
 from mbridge_launch.runs import ledger as L
+from mbridge_launch.runs.slurm_jobs import JobInfo as JobInfo
+from mbridge_launch.runs.slurm_jobs import SacctQuery as SacctQuery
 
 # How long a `submitting` row from another host (whose process we cannot check) is given.
 DEFAULT_GRACE_S = 120.0
 # Slurm's submit time comes from the controller's clock; allow this much skew.
 CLOCK_SLACK_S = 300.0
-_FIELDS = ("job_id", "name", "state", "submit", "comment")
 
 _SLURM_TO_RUN = {
     "PENDING": L.PENDING, "REQUEUED": L.PENDING, "REQUEUE_FED": L.PENDING, "REQUEUE_HOLD": L.PENDING,
@@ -45,15 +51,6 @@ def run_state_for(slurm_state: str) -> str | None:
     return _SLURM_TO_RUN.get(word)
 
 
-@dataclass(frozen=True)
-class JobInfo:
-    job_id: str
-    name: str
-    state: str  # Slurm's word, e.g. RUNNING
-    submit_time: Optional[float]  # epoch seconds
-    comment: str = ""
-
-
 class SlurmQuery(Protocol):
     def job_states(self, job_ids: list[str]) -> dict[str, JobInfo]: ...
 
@@ -63,8 +60,25 @@ class SlurmQuery(Protocol):
 @dataclass
 class ReconcileResult:
     run_id: int
-    outcome: str  # submitted, lost, waiting, ambiguous, unknown (Slurm could not be asked)
+    # submitted, lost, no_job (a submit_failed run: none found), waiting, ambiguous,
+    # unknown (Slurm could not be asked)
+    outcome: str
     job_ids: list[str]
+    # lost / no_job where accounting keeps no comments: finished jobs of the same name, to adopt by hand
+    candidates: list[str] = field(default_factory=list)
+
+
+def executor_takes_token(run: L.RunRecord) -> bool:
+    """Whether the run's executor passed the ledger's token to Slurm (executors/launch.py
+    `_takes_token`): every shipped one does; a plugin that does not is matched by name and time."""
+    from mbridge_launch.executors import get_executor
+    from mbridge_launch.executors.launch import _takes_token, executor_options
+
+    try:
+        executor = get_executor(run.executor, **executor_options(run.executor, None))
+    except Exception:  # noqa: BLE001 - an executor no longer installed: it cannot tell; use the name
+        return False
+    return _takes_token(executor)
 
 
 def _submitter_may_be_alive(submitter: str | None) -> bool:
@@ -86,43 +100,94 @@ def reconcile_submitting(ledger: L.Ledger, query: SlurmQuery, *, now: float | No
                          grace_s: float = DEFAULT_GRACE_S) -> list[ReconcileResult]:
     now = time.time() if now is None else now
     results: list[ReconcileResult] = []
-    stuck = ledger.list_runs(limit=None, states={L.SUBMITTING})
-    if not stuck:
+    candidates = ledger.reconcile_candidates()
+    if not candidates:
         return results
     claimed = {j for r in ledger.list_runs(limit=None) for j in r.job_ids}
-    for run in stuck:
-        if run.submitter == f"{socket.gethostname()}:{os.getpid()}":
+    for run in candidates:
+        if run.submitter == f"{socket.gethostname()}:{os.getpid()}" and run.state == L.SUBMITTING:
             continue  # this very process is submitting it
-        if now - run.created_at < grace_s and _submitter_may_be_alive(run.submitter):
+        if (run.state == L.SUBMITTING and now - run.created_at < grace_s
+                and _submitter_may_be_alive(run.submitter)):
             results.append(ReconcileResult(run.id, "waiting", []))
             continue
-        try:
-            found = [j for j in query.find_jobs(name=run.job_name, token=run.job_token,
-                                                since=run.created_at - CLOCK_SLACK_S) if j.job_id not in claimed]
-        except SlurmUnavailable:
-            results.append(ReconcileResult(run.id, "unknown", []))
-            continue
-        by_token = [j for j in found if run.job_token and (run.job_token in j.comment or run.job_token in j.name)]
-        by_name = [j for j in found if j.name == run.job_name and
-                   (j.submit_time is None or j.submit_time >= run.created_at - CLOCK_SLACK_S)]
-        matches = by_token or by_name
-        if len(matches) == 1:
-            job = matches[0]
-            ledger.mark_submitted(run.id, [job.job_id], raw_output="reconciled from Slurm")
-            state = run_state_for(job.state)
-            ledger.set_state(run.id, state or L.SUBMITTED, slurm_state=job.state, kind="reconcile",
-                             detail={"found_by": "token" if by_token else "name+time", "job_id": job.job_id})
-            claimed.add(job.job_id)
-            results.append(ReconcileResult(run.id, "submitted", [job.job_id]))
-        elif not matches:
-            ledger.set_state(run.id, L.LOST, kind="reconcile", error="no Slurm job found for this submission",
-                             detail={"searched": {"name": run.job_name, "token": run.job_token}})
-            results.append(ReconcileResult(run.id, "lost", []))
-        else:
-            ids = [j.job_id for j in matches]
-            ledger.add_event(run.id, "reconcile_ambiguous", {"candidates": ids})
-            results.append(ReconcileResult(run.id, "ambiguous", ids))
+        result = _reconcile_one(ledger, query, run, claimed)
+        claimed.update(result.job_ids if result.outcome == "submitted" else [])
+        results.append(result)
     return results
+
+
+def _reconcile_one(ledger: L.Ledger, query: SlurmQuery, run: L.RunRecord, claimed: set[str]) -> ReconcileResult:
+    by_token = executor_takes_token(run)
+    try:
+        found = [j for j in query.find_jobs(name=run.job_name, token=run.job_token if by_token else None,
+                                            since=run.created_at - CLOCK_SLACK_S) if j.job_id not in claimed]
+    except SlurmUnavailable:
+        return ReconcileResult(run.id, "unknown", [])
+    if by_token:
+        matches = [j for j in found if j.comment.strip() == run.job_token]
+    else:
+        matches = [j for j in found if j.name == run.job_name and
+                   (j.submit_time is None or j.submit_time >= run.created_at - CLOCK_SLACK_S)]
+    if len(matches) == 1:
+        job = matches[0]
+        ledger.record_found_job(run.id, job.job_id, run_state_for(job.state) or L.SUBMITTED, job.state,
+                                kind="reconcile", detail={"found_by": "token" if by_token else "name+time",
+                                                          "job_id": job.job_id, "was": run.state})
+        why = _finish_interrupted(run, job.job_id)
+        if why:
+            ledger.set_state(run.id, L.CANCELLED, error=why, kind="reconcile",
+                             detail={"job_id": job.job_id, "finished_by": run.executor})
+        return ReconcileResult(run.id, "submitted", [job.job_id])
+    if matches:
+        ids = [j.job_id for j in matches]
+        ledger.add_event(run.id, "reconcile_ambiguous", {"candidates": ids})
+        return ReconcileResult(run.id, "ambiguous", ids)
+    searched: dict[str, object] = {"token": run.job_token} if by_token else {"name": run.job_name}
+    candidates = _same_name_unmatched(query, run, claimed) if by_token else []
+    if candidates:
+        # a finished job's comment is gone where accounting keeps none: never adopted by name
+        # (a hand-submitted job may have it), only named, for `runs adopt`
+        searched["same_name_jobs"] = candidates
+        ledger.add_event(run.id, "reconcile_candidates", {"job_ids": candidates, "why": "accounting keeps no comments"})
+    if run.state == L.SUBMITTING:
+        ledger.set_state(run.id, L.LOST, kind="reconcile", error="no Slurm job found for this submission",
+                         detail={"searched": searched})
+        if run.may_have_job:
+            ledger.settle_no_job(run.id, {"searched": searched, "by": "reconcile"})
+        return ReconcileResult(run.id, "lost", [], candidates)
+    ledger.settle_no_job(run.id, {"searched": searched, "by": "reconcile"})
+    return ReconcileResult(run.id, "no_job", [], candidates)
+
+
+def _finish_interrupted(run: L.RunRecord, job_id: str) -> Optional[str]:
+    """An executor whose submission has a step after sbatch (submitit renames the job's pickle and
+    then releases the held job) completes or cancels what the dead process left: its reason when
+    the job was cancelled, else None."""
+    from mbridge_launch.executors import get_executor
+    from mbridge_launch.executors.launch import executor_options
+
+    try:
+        executor = get_executor(run.executor, **executor_options(run.executor, Path(run.work_dir) if run.work_dir else None))
+        finish = getattr(executor, "finish_interrupted", None)
+        return finish(run.plan(), job_id, Path(run.work_dir) if run.work_dir else None) if finish else None
+    except UserError:  # the executor's library is gone, or the plan no longer loads: leave the job as found
+        return None
+
+
+def _same_name_unmatched(query: SlurmQuery, run: L.RunRecord, claimed: set[str]) -> list[str]:
+    """Where accounting keeps no job comments (Slurm's default), a job of this run that has left
+    squeue cannot show its token: the finished jobs of the same name since the submission, with
+    no comment and no owner in the ledger, are the candidates a user may adopt by hand."""
+    kept = getattr(query, "comments_kept", None)
+    if kept is None or kept():
+        return []
+    try:
+        found = query.find_jobs(name=run.job_name, token=None, since=run.created_at - CLOCK_SLACK_S)
+    except SlurmUnavailable:
+        return []
+    return sorted((j.job_id for j in found if j.job_id not in claimed and not j.comment.strip()
+                   and run_state_for(j.state) in L.FINAL_STATES), key=lambda i: (len(i), i))
 
 
 def refresh_runs(ledger: L.Ledger, query: SlurmQuery, runs: Iterable[L.RunRecord], *,
@@ -146,72 +211,3 @@ def refresh_runs(ledger: L.Ledger, query: SlurmQuery, runs: Iterable[L.RunRecord
             run = ledger.set_state(run.id, new_state, slurm_state=job.state)
         out.append(run)
     return out
-
-
-# ---------------------------------------------------------------------- the real Slurm
-def _parse_time(text: str) -> float | None:
-    try:
-        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
-    except (ValueError, OverflowError):
-        return None
-
-
-def _parse_rows(text: str) -> list[JobInfo]:
-    jobs = []
-    for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) < 4 or not parts[0].strip():
-            continue
-        comment = "|".join(parts[4:]) if len(parts) > 4 else ""
-        jobs.append(JobInfo(parts[0].strip(), parts[1], parts[2].strip(), _parse_time(parts[3]), comment))
-    return jobs
-
-
-class SacctQuery:
-    """squeue (live jobs, freshest state) + sacct (finished jobs), parsable output."""
-
-    def __init__(self, user: str | None = None, timeout_s: float = 30.0) -> None:
-        self.user = user or L._user()
-        self.timeout_s = timeout_s
-
-    def _run(self, argv: list[str]) -> Optional[str]:
-        """stdout, or None when the command is missing, hangs or fails."""
-        try:
-            proc = call(argv, timeout=self.timeout_s)
-        except SlurmUnavailable:
-            return None
-        return proc.stdout if proc.ok else None
-
-    def _squeue(self) -> Optional[list[JobInfo]]:
-        out = self._run(["squeue", "-h", "-u", self.user, "-o", "%i|%j|%T|%V|%k"])
-        return None if out is None else _parse_rows(out)
-
-    def _sacct(self, extra: list[str]) -> Optional[list[JobInfo]]:
-        out = self._run(["sacct", "-X", "-P", "-n", "-u", self.user,
-                         "--format=JobIDRaw,JobName,State,Submit,Comment", *extra])
-        return None if out is None else _parse_rows(out)
-
-    def job_states(self, job_ids: list[str]) -> dict[str, JobInfo]:
-        if not job_ids:
-            return {}
-        wanted = set(job_ids)
-        history, live = self._sacct(["-j", ",".join(job_ids)]), self._squeue()
-        if history is None and live is None:
-            raise SlurmUnavailable("squeue and sacct both failed")
-        found = {j.job_id: j for j in history or [] if j.job_id in wanted}
-        # squeue wins for live jobs: sacct lags a few seconds behind the controller.
-        found.update({j.job_id: j for j in live or [] if j.job_id in wanted})
-        return found
-
-    def find_jobs(self, *, name: str | None, token: str | None, since: float) -> list[JobInfo]:
-        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
-        extra = ["-S", start] + (["--name", name] if name and not token else [])
-        history, live = self._sacct(extra), self._squeue()
-        jobs = {j.job_id: j for j in history or []}
-        jobs.update({j.job_id: j for j in live or []})
-        matches = [j for j in jobs.values()
-                   if (name and j.name == name) or (token and (token in j.comment or token in j.name))]
-        if not matches and history is None:
-            # Without accounting a finished job is invisible: "not found" would be a guess.
-            raise SlurmUnavailable("sacct failed; cannot tell whether the job ever existed")
-        return matches

@@ -17,9 +17,12 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 TIMEOUT = "timeout"
 SUBMIT_FAILED = "submit_failed"  # the scheduler refused it
-LOST = "lost"  # the process died between the two writes and Slurm has no such job
+LOST = "lost"  # the process died between the two writes and Slurm has no such job (or `runs mark-lost`)
+# `runs forget`: hidden from `runs`, active checks and the duplicate/ownership guards; the row and
+# its history stay (`runs --all` shows it)
+FORGOTTEN = "forgotten"
 ACTIVE_STATES = frozenset({SUBMITTING, SUBMITTED, PENDING, RUNNING})
-FINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, SUBMIT_FAILED, LOST})
+FINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, SUBMIT_FAILED, LOST, FORGOTTEN})
 ALL_STATES = ACTIVE_STATES | FINAL_STATES
 
 
@@ -49,6 +52,8 @@ class RunRecord:
     updated_at: float
     error: Optional[str]
     watcher_job_id: Optional[str] = None  # schema v2: the auto-rollback watcher job, if one was started
+    scheduler_called_at: Optional[float] = None  # schema v3: when the scheduler was called
+    may_have_job: int = 0  # schema v3: 1 while reconcile must still look for this run's job
 
     @property
     def active(self) -> bool:
@@ -62,6 +67,7 @@ class RunRecord:
             "cluster": self.cluster, "save_dir": self.save_dir, "log_paths": self.log_paths,
             "created_at": self.created_at, "submitted_at": self.submitted_at,
             "parent_run_id": self.parent_run_id, "error": self.error, "watcher_job_id": self.watcher_job_id,
+            "scheduler_called_at": self.scheduler_called_at,
         }
 
     def plan(self):  # -> Plan

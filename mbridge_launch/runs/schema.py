@@ -93,7 +93,16 @@ _V2 = """
 ALTER TABLE runs ADD COLUMN watcher_job_id TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2]
+# v3: the submission window (issue 13). `scheduler_called_at`: when the scheduler was called, so a
+# run that failed after that (Ctrl-C, a timeout, kill -9) is known to maybe have a job;
+# `may_have_job` (0/1): reconcile still has to look for its job by token (cleared once the job is
+# recorded, Slurm definitely refused it, or reconcile found none). v2 rows read as 0: never called.
+_V3 = """
+ALTER TABLE runs ADD COLUMN scheduler_called_at REAL;
+ALTER TABLE runs ADD COLUMN may_have_job INTEGER NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -119,6 +119,8 @@ def test_an_old_version_database_is_migrated_with_its_data(tmp_path, monkeypatch
         assert [e["new_state"] for e in ledger.events(old.id)] == ["completed"]
         ledger.set_watcher_job(old.id, "13")  # the v2 column works on a migrated row
         assert ledger.get_run(old.id).watcher_job_id == "13"
+        # v3: an old row never had the scheduler called by this code: nothing to look for
+        assert (old.scheduler_called_at, old.may_have_job) == (None, 0) and ledger.reconcile_candidates() == []
     # a later migration that breaks half-way is rolled back as a whole: version and schema unchanged
     broken = "ALTER TABLE runs ADD COLUMN extra TEXT;\nTHIS IS NOT SQL;"
     monkeypatch.setattr(S, "MIGRATIONS", [*S.MIGRATIONS, broken])
@@ -257,9 +259,10 @@ def test_crash_after_scheduler_is_reconciled_by_token(tmp_path):
 
 
 def test_reconcile_by_name_and_window_skips_claimed_jobs(ledger):
-    old = _begin(ledger, "same")
+    # name+time matching is the fallback of an executor that does not take the token (a plugin)
+    old = _begin(ledger, "same", executor="plugin-without-token")
     ledger.mark_submitted(old.id, ["10"])
-    stuck = _begin(ledger, "same", )
+    stuck = _begin(ledger, "same", executor="plugin-without-token")
     ledger.conn.execute("UPDATE runs SET submitter='elsewhere:1' WHERE id=?", (stuck.id,))
     now = stuck.created_at + 1000
     slurm = FakeSlurm([JobInfo("10", "same", "RUNNING", stuck.created_at - 50),
@@ -272,7 +275,7 @@ def test_reconcile_by_name_and_window_skips_claimed_jobs(ledger):
 def test_reconcile_waits_for_a_live_submitter_and_flags_ambiguity(ledger):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        run = _begin(ledger, "busy")
+        run = _begin(ledger, "busy", executor="plugin-without-token")  # matched by name: may be ambiguous
         ledger.conn.execute("UPDATE runs SET submitter=? WHERE id=?", (f"{os.uname().nodename}:{sleeper.pid}", run.id))
         slurm = FakeSlurm([JobInfo("1", "busy", "PENDING", run.created_at), JobInfo("2", "busy", "PENDING", run.created_at)])
         assert [r.outcome for r in reconcile_submitting(ledger, slurm, now=run.created_at + 1)] == ["waiting"]
@@ -328,13 +331,13 @@ def fake_bin(tmp_path, monkeypatch):
     (bin_dir / "squeue").write_text(textwrap.dedent(f"""\
         #!/bin/sh
         echo "squeue $*" >> {calls}
-        echo '301|train-a|RUNNING|2026-11-29T20:00:00|mbl-abc'
+        printf '301\\037RUNNING\\0372026-11-29T20:00:00\\037None\\037train-a\\037mbl-abc\\n'
         """))
     (bin_dir / "sacct").write_text(textwrap.dedent(f"""\
         #!/bin/sh
         echo "sacct $*" >> {calls}
-        echo '300|train-a|CANCELLED by 0|2026-11-29T19:00:00|'
-        echo '301|train-a|PENDING|2026-11-29T20:00:00|'
+        printf '300\\037CANCELLED by 0\\0372026-11-29T19:00:00\\037None\\037train-a\\037\\n'
+        printf '301\\037PENDING\\0372026-11-29T20:00:00\\037None\\037train-a\\037\\n'
         """))
     for f in bin_dir.iterdir():
         f.chmod(0o755)
@@ -350,7 +353,8 @@ def test_sacct_query_parses_and_prefers_squeue(fake_bin):
     found = query.find_jobs(name="nope", token="mbl-abc", since=0)
     assert [j.job_id for j in found] == ["301"] and found[0].submit_time is not None
     log = fake_bin.read_text()
-    assert "-u someone" in log and "--format=JobIDRaw,JobName,State,Submit,Comment" in log
+    assert "-u someone" in log and "--format=JobIDRaw,State,Submit,Reason,JobName,Comment" in log
+    assert "--json" in log  # asked first; this fake answers text, so the delimited form was used
 
 
 def test_without_slurm_nothing_is_concluded(monkeypatch, tmp_path, mbl):
@@ -384,7 +388,9 @@ def test_commands_reconcile_a_killed_submission(tmp_path, fake_bin, mbl):
     status = mbl.run("status", "crashy", "--ledger", str(db))
     assert status.returncode == 0 and "running" in status.stdout and "301" in status.stdout
     status_json = json.loads(mbl.run("status", str(info["id"]), "--ledger", str(db), "--format", "json").stdout)
-    assert [e["new_state"] for e in status_json["events"]][:2] == ["submitting", "submitted"]
+    # found and recorded in one transaction: one event saying how (was two: submitted, then running)
+    assert [(e["kind"], e["new_state"]) for e in status_json["events"]][:2] == [("state", "submitting"), ("reconcile", "running")]
+    assert status_json["events"][1]["detail"]["found_by"] == "token"
 
 
 def test_runs_empty_and_logs(tmp_path, fake_bin, mbl):
@@ -412,8 +418,9 @@ def job_state_bin(tmp_path):
     bin_dir.mkdir()
     state = tmp_path / "state"
     state.write_text("RUNNING")
-    (bin_dir / "squeue").write_text(f"#!/bin/sh\ns=$(cat {state}); [ \"$s\" = RUNNING ] && echo \"300|train-a|$s|2026-11-29T20:00:00|\"\nexit 0\n")
-    (bin_dir / "sacct").write_text(f"#!/bin/sh\necho \"300|train-a|$(cat {state})|2026-11-29T20:00:00|\"\n")
+    row = "300\\037%s\\0372026-11-29T20:00:00\\037None\\037train-a\\037\\n"
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\ns=$(cat {state}); [ \"$s\" = RUNNING ] && printf '{row}' \"$s\"\nexit 0\n")
+    (bin_dir / "sacct").write_text(f"#!/bin/sh\nprintf '{row}' \"$(cat {state})\"\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, state
@@ -523,11 +530,11 @@ def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shar
         from mbridge_launch.plan.model import load_plan
         plan = load_plan({str(plan_path)!r})
         ledger = Ledger.open({str(db)!r})
-        ledger.begin_submission(name=plan.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),
-                                executor="sbatch", work_dir={str(shared_dir)!r},
-                                save_dir=plan_save_dir(plan, {str(shared_dir)!r}))
-        if {killed!r} == "after_sbatch":
-            submit_plan(plan, "sbatch", {str(shared_dir)!r})
+        run = ledger.begin_submission(name=plan.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(),
+                                      executor="sbatch", work_dir={str(shared_dir)!r},
+                                      save_dir=plan_save_dir(plan, {str(shared_dir)!r}))
+        if {killed!r} == "after_sbatch":  # with the token in the job's comment, as the gate passes it
+            submit_plan(plan, "sbatch", {str(shared_dir)!r}, job_token=run.job_token)
         os.kill(os.getpid(), 9)
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -553,3 +560,52 @@ def test_odd_run_references_are_not_found_not_internal_errors(ledger, ref):
     with pytest.raises(UserError) as err:
         ledger.get_run(ref)
     assert err.value.key == "ledger.run_not_found"
+
+
+# ---------------------------------------------------------------------- parsing Slurm's answers (issue 13)
+def test_json_answers_of_22_05_and_newer_slurm_read_the_same():
+    from mbridge_launch.runs import slurm_jobs as S
+
+    old = {"jobs": [{"job_id": 7, "name": "a|b", "job_state": "PENDING", "submit_time": 1700000000,
+                     "comment": "mbl-1", "state_reason": "BeginTime", "restart_cnt": 2, "user_name": "u"},
+                    {"job_id": 8, "name": "theirs", "job_state": "RUNNING", "user_name": "someone-else"}]}
+    new = {"jobs": [{"job_id": 7, "name": "a|b", "job_state": ["PENDING", "REQUEUED"],
+                     "submit_time": {"set": True, "infinite": False, "number": 1700000000}, "comment": "mbl-1",
+                     "state_reason": "BeginTime", "restart_cnt": {"set": True, "number": 2}, "user_name": "u"}]}
+    for answer in (old, new):
+        [job] = S._json_jobs(json.dumps(answer), S._squeue_job, user_key="user_name", user="u")
+        assert job == S.JobInfo("7", "a|b", "PENDING", 1700000000.0, "mbl-1", "BeginTime", 2)
+    sacct = {"jobs": [{"job_id": 9, "name": "x|y", "user": "u", "state": {"current": ["CANCELLED"], "reason": "None"},
+                       "time": {"submission": {"number": 1700000001}}, "comment": {"job": "mbl-2"}}]}
+    [job] = S._json_jobs(json.dumps(sacct), S._sacct_job, user_key="user", user="u")
+    assert (job.job_id, job.name, job.state, job.submit_time, job.comment) == ("9", "x|y", "CANCELLED", 1700000001.0, "mbl-2")
+    assert S._json_jobs("squeue: unrecognized option '--json'", S._squeue_job, user_key="user_name", user="u") is None
+
+
+def test_delimited_rows_keep_free_text_last():
+    from mbridge_launch.runs.slurm_jobs import FIELD_SEP, _delimited_jobs
+
+    row = FIELD_SEP.join(["12", "RUNNING", "2026-11-29T20:00:00", "None", "x|RUNNING|2020-01-01T00:00:00|", "c|d"])
+    [job] = _delimited_jobs(row + "\nnot a row\n")
+    assert (job.job_id, job.state, job.name, job.comment) == ("12", "RUNNING", "x|RUNNING|2020-01-01T00:00:00|", "c|d")
+    assert job.submit_time is not None
+
+
+def test_submit_failed_after_the_call_is_reconciled_and_a_refusal_is_not(ledger):
+    from mbridge_launch.base.errors import SubmissionError
+
+    slurm = FakeSlurm()
+    for error, definite in ((TimeoutError("sbatch hung"), False),
+                            (SubmissionError("executors.submit_refused", reason="bad partition"), True)):
+        with pytest.raises(type(error)), ledger.submission(name="w", plan_hash=f"h{definite}", plan_yaml="x",
+                                                           executor="sbatch") as sub:
+            def fail(error=error):
+                raise error
+            sub.call_scheduler(fail)
+        run = ledger.get_run(sub.record.id)
+        assert (run.state, run.may_have_job) == (L.SUBMIT_FAILED, 0 if definite else 1)
+        slurm.jobs.append(JobInfo(f"7{int(definite)}", "w", "RUNNING", time.time(), comment=run.job_token))
+    [result] = reconcile_submitting(ledger, slurm)  # only the one that may have a job is looked for
+    found = ledger.get_run(result.run_id)
+    assert (result.outcome, found.state, found.job_ids, found.error) == ("submitted", L.RUNNING, ["70"], None)
+    assert reconcile_submitting(ledger, slurm) == []

@@ -337,11 +337,13 @@ def fake_slurm(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     flag = tmp_path / "cancelled"
+    # rows as the ledger's query reads them without --json: id, state, submit, reason, name, comment
+    row = "4242\\037%s\\0372026-11-29T20:00:00\\037None\\037demo\\037mbl-x\\n"
     (bin_dir / "squeue").write_text(
-        f"#!/bin/sh\n[ -e {flag} ] || echo '4242|demo|RUNNING|2026-11-29T20:00:00|mbl-x'\n")
+        f"#!/bin/sh\n[ -e {flag} ] || printf '{row}' RUNNING\n")
     (bin_dir / "sacct").write_text(
-        f"#!/bin/sh\nif [ -e {flag} ]; then echo '4242|demo|CANCELLED by 0|2026-11-29T20:00:00|'; "
-        f"else echo '4242|demo|RUNNING|2026-11-29T20:00:00|'; fi\n")
+        f"#!/bin/sh\nif [ -e {flag} ]; then printf '{row}' 'CANCELLED by 0'; "
+        f"else printf '{row}' RUNNING; fi\n")
     (bin_dir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" > {flag}\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)

@@ -30,6 +30,8 @@
 #   EXTRA_SLURM_CONF ""   lines appended to slurm.conf (e.g. $'EnforcePartLimits=ALL')
 #   NO_INSTALL 0   1: never call apt-get      WAIT_TIMEOUT 60   seconds for nodes to become idle
 #   RESTART_STALE 0   1: if slurmctld is dead but other daemons of DIR still run, stop them first
+#   CONTAINER_IMAGES "mbl/python3"   images the fake pyxis knows (make-image.sh: the host's /usr
+#                 and /etc read-only, python3 3.11; nothing of /root, /home, /work, /tmp)
 set -euo pipefail
 
 DIR=${1:-${MBL_SLURM_DIR:-/tmp/mbl-slurm}}
@@ -278,10 +280,16 @@ printf '%s\n' "${GRES_LINES[@]}" >"$ETC/gres.conf"
   echo "127.0.0.1 ${NODES[*]}"
 } >"$ETC/hosts"
 
-# fake pyxis: accepts --container-* on sbatch/srun, exports them to tasks as FAKE_PYXIS_*
+# fake pyxis: accepts --container-* on sbatch/srun, exports them to tasks as FAKE_PYXIS_*, and
+# runs a step with --container-image in an image of $DIR/images (make-image.sh) where only the
+# image and the declared --container-mounts are visible. Built next to the old .so and moved into
+# place: a loaded .so must never be overwritten in place (the same two lines update a running
+# cluster; new steps load the new file).
 cp "$SCRIPT_DIR/fake_pyxis.c" "$DIR/spank/fake_pyxis.c"
-gcc -shared -fPIC -O2 -Wall -o "$DIR/spank/fake_pyxis.so" "$DIR/spank/fake_pyxis.c"
-echo "optional $DIR/spank/fake_pyxis.so" >"$ETC/plugstack.conf"
+gcc -x c -shared -fPIC -O2 -Wall -Wno-format-truncation -o "$DIR/spank/fake_pyxis.so.new" "$DIR/spank/fake_pyxis.c"
+mv "$DIR/spank/fake_pyxis.so.new" "$DIR/spank/fake_pyxis.so"
+"$SCRIPT_DIR/make-image.sh" "$DIR/images" ${CONTAINER_IMAGES:-mbl/python3}
+echo "optional $DIR/spank/fake_pyxis.so images=$DIR/images" >"$ETC/plugstack.conf"
 
 # ---------------------------------------------------------------- accounting: mariadb + slurmdbd
 cat >"$ETC/slurmdbd.conf" <<EOF
@@ -379,7 +387,7 @@ cat <<EOF
 
 Slurm $slurm_version cluster '$CLUSTER_NAME' is up in $DIR
   nodes: ${NODES[*]}
-  accounting (sacct): slurmdbd + MariaDB;  fake pyxis --container-* options: on
+  accounting (sacct): slurmdbd + MariaDB;  fake pyxis: --container-image=mbl/python3 (images in $DIR/images)
 
 Use it:
   source $DIR/env.sh

@@ -77,13 +77,19 @@ def test_oversize_request_refused_at_submission(slurm_cluster):
 
 
 def test_fake_pyxis_and_pmix(slurm_cluster, shared_dir):
+    # the step runs in the test image (make-image.sh): the mount is the only host path it sees
     out = shared_dir / "pyxis.txt"
+    (shared_dir / "seen.txt").write_text("through the mount\n")
+    mounts = f"{shared_dir}:/b"
     job = slurm_cluster.sbatch(
-        "-p", "gb200", "-N1", "-o", str(out), "--container-image=nvcr.io/nvidia/nemo:25.02",
-        wrap=("srun --mpi=pmix --container-mounts=/a:/b --no-container-mount-home "
-              "bash -c 'echo IMG=$FAKE_PYXIS_CONTAINER_IMAGE MNT=$FAKE_PYXIS_CONTAINER_MOUNTS PMIX=${PMIX_RANK:-none}'"))
+        "-p", "gb200", "-N1", "-o", str(out),
+        wrap=(f"srun --mpi=pmix --container-image=mbl/python3 --container-mounts={mounts} --no-container-mount-home "
+              "bash -c 'echo IMG=$FAKE_PYXIS_CONTAINER_IMAGE MNT=$FAKE_PYXIS_CONTAINER_MOUNTS PMIX=${PMIX_RANK:-none}; "
+              "cat /b/seen.txt; ls /work >/dev/null 2>&1 || echo no-host-work'"))
     assert slurm_cluster.wait(job, timeout=60) == "COMPLETED", out.read_text()
-    assert "MNT=/a:/b PMIX=0" in out.read_text()
+    text = out.read_text()
+    assert f"IMG=mbl/python3 MNT={mounts} PMIX=0" in text
+    assert "through the mount" in text and "no-host-work" in text
 
 
 def test_fake_nvidia_smi_reports_the_nodes_gres(slurm_cluster, shared_dir):

@@ -4,7 +4,8 @@ the real local Slurm cluster with the stand-in trainer:
 - no path submits without confirmation or --yes (no terminal: refused, nothing in Slurm, no ledger
   row; a real terminal (pty): "yes" works below the GPU-hour threshold, above it only the run name);
 - a failing preflight blocks; --force needs --reason, which is recorded in the ledger;
-- a duplicate of an active plan is refused unless --resubmit; `cancel` is gated like submit;
+- a duplicate of an active plan is refused unless --resubmit (which still may not share the active
+  run's checkpoint directory); `cancel` is gated like submit;
 - `kill -9` between the ledger write and sbatch (MBL_GATE_CRASH_AFTER) is reconciled by the next
   command: lost before sbatch, the real job id after it;
 - `rollback --resubmit [--seed] [--skip-iters]` resubmits through the gate as a child run;
@@ -291,19 +292,18 @@ def test_duplicate_is_refused_unless_resubmit_and_cancel_is_gated(base_plan, gat
     assert dup.returncode == 1 and "already submitted and not finished" in dup.stderr, dup.stderr
     assert len(ledger_rows(gate_env)) == 1 and jobs_named(slurm_cluster, name) == {job_a}
 
+    # --resubmit skips the duplicate check, not the checkpoint directory's owner (issue 13): the
+    # first run still writes it, so a second job there would corrupt its checkpoints
     again = mbl.run(*common, "--resubmit", "--format", "json")
-    assert again.returncode == 0, again.stderr
-    job_b = json.loads(again.stdout)["job_ids"][0]
-    assert jobs_named(slurm_cluster, name) == {job_a, job_b}
+    assert again.returncode == 1 and f"belongs to run {name} (id 1, " in again.stderr, again.stderr
+    assert jobs_named(slurm_cluster, name) == {job_a}
 
     ledger_arg = ["--ledger", str(gate_env)]
     refused = mbl.run("cancel", "1", *ledger_arg)
     assert refused.returncode == 1 and "no terminal to confirm on" in refused.stderr
     assert slurm_cluster.squeue_state(job_a) in ("PENDING", "RUNNING")
     assert mbl.run("cancel", "1", "--yes", "--wait", *ledger_arg).returncode == 0
-    assert mbl.run("cancel", "2", "--yes", *ledger_arg).returncode == 0
     assert slurm_cluster.wait(job_a, timeout=60) == "CANCELLED"
-    assert slurm_cluster.wait(job_b, timeout=60) == "CANCELLED"
     with L.Ledger.open(gate_env) as ledger:
         assert [(c["action"], c["method"]) for c in ledger.confirmations(1)] == [("submit", "flag-yes"), ("cancel", "flag-yes")]
         assert ledger.get_run(1).state == L.CANCELLED
@@ -473,7 +473,9 @@ def test_auto_resubmit_carries_a_forced_preflight_over_and_records_the_change(pa
     assert kinds["preflight"]["reason"] == f"carried over from run #{run.id}, which was submitted with --force: site quota is wrong"
     assert kinds["convergence"]["detail"]["key"] == "train.iterations_to_skip"
 
-    # the carried-over reason covers the parent's error, not a new one
+    # the carried-over reason covers the parent's error, not a new one (the watcher cancels the
+    # child first: a still-active parent would own the checkpoint directory)
+    child = ledger.set_state(child.id, L.CANCELLED)
     monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight_with("path.save_space", "plan.memory_oom"))
     with pytest.raises(CheckFailed) as err:
         auto_resubmit(ledger, child, 30, Trigger("nan", 35, float("nan")))
@@ -490,7 +492,9 @@ def test_an_accepted_estimate_passes_the_gate_and_is_recorded(tmp_path, monkeypa
     from mbridge_launch.preflight.model import Check, Report
     from plan_fixtures import edit
 
-    plan = edit(single_node_h100(), accepted_checks=[{"code": "plan.memory_oom", "reason": "ran before as job 4711"}])
+    # the gate writes its claim file into the checkpoint directory: a test's own, never a shared path
+    plan = edit(single_node_h100(), accepted_checks=[{"code": "plan.memory_oom", "reason": "ran before as job 4711"}],
+                checkpoint={"save": str(tmp_path / "ckpt"), "load": None})
 
     def preflight(p, **kw):  # the real acceptance step over a faked memory error
         return Report(apply_acceptances([Check("plan.memory_oom", "error", text="OOM (fake)")], p.accepted_checks))

@@ -168,7 +168,9 @@ def test_account_association_on_the_real_cluster(slurm_cluster, shared_dir, env,
 
 
 def test_container_plan_on_a_cluster_with_pyxis(slurm_cluster, shared_dir, env, tmp_path):
-    plan = edit(valid_plan(shared_dir), **{"cluster.container_image": "nvcr.io#nvidia/nemo:25.09", "cluster.profile.pyxis": True})
+    # the checkpoints and data must come through a mount (container.path_unmounted otherwise)
+    plan = edit(valid_plan(shared_dir), **{"cluster.container_image": "nvcr.io#nvidia/nemo:25.09", "cluster.profile.pyxis": True,
+                                           "cluster.container_mounts": [{"source": str(shared_dir), "target": str(shared_dir)}]})
     rc, report = preflight_json(write(plan, tmp_path), env=env)
     assert rc == 0 and "cluster.pyxis_missing" not in codes(report), report
 

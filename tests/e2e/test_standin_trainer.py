@@ -313,9 +313,11 @@ def test_loss_spike(clean_env, capsys, monkeypatch):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
 def test_signal_checkpoints_and_exits_cleanly(clean_env, sig):
+    """With Bridge's exit handler on, for its train.exit_signal (SIGTERM by default, another by number)."""
     save = clean_env / "ckpt"
     env = dict(os.environ, MBL_STANDIN_ITER_SECONDS="0.1")
-    cmd = [sys.executable, str(REPO / "tests" / "standin_trainer.py"), *args(save, "-ms", "1000")]
+    handler = ["train.exit_signal_handler=true"] + ([] if sig == signal.SIGTERM else [f"train.exit_signal={int(sig)}"])
+    cmd = [sys.executable, str(REPO / "tests" / "standin_trainer.py"), *args(save, "-ms", "1000"), *handler]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = []
     for line in proc.stdout:
@@ -366,7 +368,7 @@ def test_requeue_checkpoints_on_sigterm_and_resumes(slurm_cluster, standin_entry
     save, report, out = shared_dir / "ckpt", shared_dir / "report", shared_dir / "out.txt"
     script = "#!/bin/bash\nsrun " + sh_join(
         [*standin_entry, "--recipe", "llama3_8b_pretrain_config", "--dataset", "mock", "-ms", "40",
-         "--save_dir", str(save), "--load_dir", str(save)]) + "\n"
+         "--save_dir", str(save), "--load_dir", str(save), "train.exit_signal_handler=true"]) + "\n"
     job = slurm_cluster.sbatch("-p", "gb200", "--nodes=1", "--ntasks-per-node=4", "--gpus-per-node=4", "-t", "5",
                                "--requeue", "--open-mode=append", "-o", str(out), script=script,
                                env={"MBL_STANDIN_REPORT_DIR": str(report), "MBL_STANDIN_ITER_SECONDS": "0.1"})

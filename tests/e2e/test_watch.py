@@ -177,7 +177,8 @@ def test_watch_command(tmp_path, mbl):
     """The CLI on a finished job (fake sacct says COMPLETED): report-only without auto_rollback."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "sacct").write_text("#!/bin/sh\necho '1|demo|COMPLETED|2026-11-29T20:00:00|'\n")
+    # a row as the ledger's query reads it without --json: id, state, submit, reason, name, comment
+    (bin_dir / "sacct").write_text("#!/bin/sh\nprintf '1\\037COMPLETED\\0372026-11-29T20:00:00\\037None\\037demo\\037\\n'\n")
     (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)

@@ -41,21 +41,27 @@ def auto_plan(tmp_path: Path, enabled: bool = True):
                         auto_rollback=AutoRollback(enabled=enabled, spike_factor=4.0, window=10, max_rollbacks=2).model_dump())
 
 
-def fake_slurm_bin(tmp_path: Path, *, sbatch_rc: int = 0, main_state: str = "RUNNING") -> tuple[dict, Path]:
-    """sbatch/squeue/sacct/scancel that log their argv (one line of JSON each) to `calls`; sbatch
-    answers job 900 (or refuses), squeue/sacct say job 41 is `main_state` until scancel'ed."""
+def fake_slurm_bin(tmp_path: Path, *, sbatch_rc: int = 0, main_state: str = "RUNNING",
+                   own_state: str = "COMPLETING Reason=TimeLimit") -> tuple[dict, Path]:
+    """sbatch/squeue/sacct/scancel/scontrol that log their argv (one line of JSON each) to `calls`;
+    sbatch answers job 900 (or refuses), squeue/sacct say job 41 is `main_state` until scancel'ed,
+    `scontrol show job` says any other job (the watcher's own) is `own_state` (as Slurm 22.05 shows
+    a job being signalled at its time limit, by default)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     calls = tmp_path / "calls.jsonl"
     gone = tmp_path / "cancelled"
     log = f"{sys.executable} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' \"$(basename $0)\" \"$@\" >> {calls}"
+    row = "41\\037%s\\0372026-11-29T20:00:00\\037None\\037demo\\037\\n"
     answer = "echo 900" if sbatch_rc == 0 else "echo 'sbatch: error: Invalid partition name specified' >&2"
     scripts = {
         "sbatch": f"{log}\n{answer}\nexit {sbatch_rc}\n",
-        "squeue": f"{log}\n[ -e {gone} ] || echo '41|demo|{main_state}|2026-11-29T20:00:00|'\n",
-        "sacct": f"{log}\nif [ -e {gone} ]; then echo '41|demo|CANCELLED by 0|2026-11-29T20:00:00|'; "
-                 f"else echo '41|demo|{main_state}|2026-11-29T20:00:00|'; fi\n",
+        # rows as the ledger's query reads them without --json: id, state, submit, reason, name, comment
+        "squeue": f"{log}\n[ -e {gone} ] || printf '{row}' '{main_state}'\n",
+        "sacct": f"{log}\nif [ -e {gone} ]; then printf '{row}' 'CANCELLED by 0'; "
+                 f"else printf '{row}' '{main_state}'; fi\n",
         "scancel": f"{log}\ntouch {gone}\n",
+        "scontrol": f"{log}\necho 'JobId=777 JobName=x-watch JobState={own_state} Dependency=(null)'\n",
     }
     for name, body in scripts.items():
         (bin_dir / name).write_text("#!/bin/sh\n" + body)
@@ -77,9 +83,11 @@ def recorded_run(ledger: L.Ledger, plan, tmp_path: Path, job: str = "41") -> L.R
 
 # ---------------------------------------------------------------------- the sbatch line
 def test_watcher_sbatch_line(tmp_path, monkeypatch):
-    monkeypatch.delenv(PARTITION_ENV, raising=False)
+    monkeypatch.setenv(PARTITION_ENV, "elsewhere")  # read by recommend only: the Plan says where
+    monkeypatch.setenv("MBL_TEST_TOKEN", "s3cret-value")
     odd = tmp_path / "state dir $HOME 'x'"
-    plan = auto_plan(tmp_path)
+    plan = with_changes(auto_plan(tmp_path), cluster={"env": ["PATH"], "secrets": ["MBL_TEST_TOKEN"]},
+                        launch={"log_dir": str(tmp_path / "wlogs")})
     with L.Ledger.open(tmp_path / "l.db") as ledger:
         run = recorded_run(ledger, plan, tmp_path)
     argv = watcher_sbatch_argv(plan, run, odd / "ledger.sqlite3", after="41")
@@ -90,13 +98,69 @@ def test_watcher_sbatch_line(tmp_path, monkeypatch):
     assert not any(a.startswith(("--gres", "--gpus", "--exclusive")) for a in argv)  # no GPUs
     assert (options["--partition"], options["--account"], options["--time"]) == ("h100", "llm", "02:00:00")
     assert options["--job-name"] == f"{plan.name}-watch"
+    assert options["--output"] == str(tmp_path / "wlogs" / f"{plan.name}-watch-%j.out")
+    # names only, never ALL; the secret's NAME because its resubmission forwards it (max_rollbacks 2)
+    exported = options["--export"].split(",")
+    assert "ALL" not in exported and {"PATH", "HOME", "SLURM_CONF", "MBL_TEST_TOKEN"} <= set(exported)
+    assert "s3cret-value" not in " ".join(argv)
     # the wrapped command survives the shell exactly, hostile path included
     wrapped = shlex.split(argv[-1])
     assert wrapped[0] == "exec" and wrapped[1:] == [sys.executable, "-m", "mbridge_launch", "watch", str(run.id),
                                                    "--ledger", str(odd / "ledger.sqlite3"), "--in-job", "--poll", "5"]
-    monkeypatch.setenv(PARTITION_ENV, "cpu")
-    successor = watcher_sbatch_argv(plan, run, odd / "l.db", after="900", kind="afterany")
+    placed = with_changes(plan, auto_rollback={"watcher_partition": "cpu", "max_rollbacks": 0})
+    successor = watcher_sbatch_argv(placed, run, odd / "l.db", after="900", kind="afterany")
     assert "--partition=cpu" in successor and "--dependency=afterany:900" in successor
+    # a watcher that never resubmits gets no secret at all
+    assert "MBL_TEST_TOKEN" not in next(a for a in successor if a.startswith("--export=")).split("=", 1)[1].split(",")
+
+
+# ---------------------------------------------------------------------- where it runs (preflight)
+def _placement_codes(plan, nodes: dict) -> list[str]:
+    from mbridge_launch.preflight.context import PreflightContext
+    from mbridge_launch.preflight.slurm import Node, Partition
+    from mbridge_launch.preflight.watcher_checks import watcher_checks
+
+    parts = {"h100": Partition("h100", default=True), "cpu": Partition("cpu"),
+             "down": Partition("down", state="down"), "gpuonly": Partition("gpuonly", allow_accounts=("other",))}
+    facts = {name: Node(name, state, partitions=(part,)) for name, (state, part) in nodes.items()}
+    ctx = PreflightContext(plan=plan, env={})
+    return [c.code for c in watcher_checks(ctx, parts, facts, parts["h100"])]
+
+
+@pytest.mark.parametrize("changes, states, code", [
+    ({}, {"h1": ("idle", "h100"), "h2": ("idle", "h100")}, "cluster.watcher_same_exclusive"),
+    ({"cluster.exclusive": False, "cluster.nodes": 2}, {"h1": ("idle", "h100"), "h2": ("idle", "h100")},
+     "cluster.watcher_same_all_nodes"),
+    ({"cluster.exclusive": False}, {"h1": ("idle", "h100"), "h2": ("idle", "h100")}, "cluster.watcher_placement_ok"),
+    ({"auto_rollback.watcher_partition": "cpu"}, {"c1": ("idle", "cpu")}, "cluster.watcher_placement_ok"),
+    ({"auto_rollback.watcher_partition": "cpu"}, {"c1": ("allocated", "cpu")}, "cluster.watcher_partition_busy"),
+    ({"auto_rollback.watcher_partition": "nope"}, {}, "cluster.watcher_partition_missing"),
+    ({"auto_rollback.watcher_partition": "down"}, {}, "cluster.watcher_partition_down"),
+    ({"auto_rollback.watcher_partition": "gpuonly"}, {}, "cluster.watcher_account_denied"),
+])
+def test_preflight_names_where_the_watcher_cannot_start(tmp_path, changes, states, code):
+    from plan_fixtures import edit
+
+    plan = edit(auto_plan(tmp_path), **{"cluster.partition": "h100", **changes})
+    assert _placement_codes(plan, states) == [code]
+    assert _placement_codes(edit(plan, **{"auto_rollback.enabled": False}), states) == []
+
+
+def test_recommend_records_the_watcher_partition_in_the_plan(tmp_path, mbl):
+    """--watcher-partition, else $MBRIDGE_LAUNCH_WATCHER_PARTITION read at recommend time: the Plan
+    holds it, so where the watcher runs no longer depends on the environment of `submit`."""
+    import yaml
+
+    def recorded(*flags, env=None):
+        out = tmp_path / f"plan{len(list(tmp_path.iterdir()))}.yaml"
+        proc = mbl.run("recommend", "--model", "llama32_1b", "--gpus", "2", "--dataset", "mock", *flags, "-o", out,
+                       env=env)
+        assert proc.returncode == 0, proc.stderr
+        return yaml.safe_load(out.read_text())["auto_rollback"].get("watcher_partition")
+
+    assert recorded(env={PARTITION_ENV: None}) is None
+    assert recorded(env={PARTITION_ENV: "cpu"}) == "cpu"
+    assert recorded("--watcher-partition", "serial", env={PARTITION_ENV: "cpu"}) == "serial"
 
 
 # ---------------------------------------------------------------------- the gate starts it
@@ -133,6 +197,7 @@ def test_gate_starts_the_watcher_job_only_for_auto_rollback(tmp_path, monkeypatc
         card = out.getvalue()
         assert "Auto-rollback: on NaN/Inf yes; loss spike > 4.0 x the median of the last 10 losses; at most 2" in card
         assert "watcher job" in card and "Slurm job 900" in card
+        assert "watcher partition h100, account llm; secret names forwarded to it" in card
 
 
 def test_a_refused_watcher_job_does_not_fail_the_submission(tmp_path, monkeypatch, gate_fakes):
@@ -185,6 +250,34 @@ def test_sigterm_makes_the_watcher_job_submit_its_successor(tmp_path, mbl):
         assert not ledger.rollbacks(run_ids=[run.id])
 
 
+def test_sigterm_of_a_scancel_is_not_a_time_limit_no_successor(tmp_path, mbl):
+    """SIGTERM while Slurm shows the watcher's own job ending for no time limit (a scancel by hand,
+    not `cancel RUN`): the run is still active, but no successor is submitted."""
+    env, calls = fake_slurm_bin(tmp_path, own_state="COMPLETING Reason=None")  # 22.05 after a scancel
+    db = tmp_path / "l.db"
+    log = tmp_path / "train.log"
+    log.write_text("")
+    with L.Ledger.open(db) as ledger:
+        run = recorded_run(ledger, auto_plan(tmp_path), tmp_path)
+        ledger.conn.execute("UPDATE runs SET log_paths=? WHERE id=?", (json.dumps([str(log)]), run.id))
+        ledger.set_watcher_job(run.id, "777")
+    proc = mbl.popen("watch", run.id, "--ledger", db, "--in-job", "--poll", "0.05", env={**env, "SLURM_JOB_ID": "777"})
+    try:
+        deadline = time.monotonic() + 30
+        while not read_calls(calls, "squeue"):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert read_calls(calls, "sbatch") == [] and "job 777 is COMPLETING, Reason=None (not its time limit)" in err
+    with L.Ledger.open(db) as ledger:
+        assert ledger.get_run(run.id).watcher_job_id == "777"
+
+
 def test_in_job_watcher_leaves_a_run_cancelled_by_someone_else_alone(tmp_path):
     save = make_save_dir(tmp_path, (10, 20, 30))
     plan = with_changes(auto_plan(tmp_path), checkpoint={"save": str(save), "load": None})
@@ -226,16 +319,18 @@ def _watcher_jobs(cluster, chain: list) -> dict[str, str]:
     return {run.watcher_job_id: cluster.wait(run.watcher_job_id, timeout=180) for run in chain if run.watcher_job_id}
 
 
-# The watcher jobs go to the gb200 partition, as a site sends them to a CPU partition
-# (MBRIDGE_LAUNCH_WATCHER_PARTITION): the training jobs here take their h100 node --exclusive, and
-# other tests' jobs may hold the other one, which would keep a watcher in the h100 partition waiting.
-WATCHER_ENV = {"MBRIDGE_LAUNCH_WATCHER_POLL": "0.3", PARTITION_ENV: "gb200"}
+# The watcher jobs go to the cpu partition, where the Plan puts them (auto_rollback.watcher_partition):
+# the training jobs here take their h100 node --exclusive, and other tests' jobs may hold the other
+# one, which would keep a watcher in the h100 partition waiting.
+WATCHER_ENV = {"MBRIDGE_LAUNCH_WATCHER_POLL": "0.3"}
+WATCHER_PARTITION = "cpu"
 
 
 @pytest.mark.slurm
 def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_env, slurm_cluster, shared_dir, tmp_path, mbl):
     name = unique("wjob-nan")
-    auto = {"enabled": True, "on_nan": True, "spike_factor": None, "window": 5, "max_rollbacks": 2}
+    auto = {"enabled": True, "on_nan": True, "spike_factor": None, "window": 5, "max_rollbacks": 2,
+            "watcher_partition": WATCHER_PARTITION}
     plan = _gate_plan(base_plan, shared_dir, name, iters=40, save_interval=10, auto_rollback=auto,
                       env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.1"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node
@@ -253,15 +348,15 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
         last = runs[0]
         if len(runs) == 2 and last.job_ids and slurm_cluster.state(last.job_ids[0]) == "COMPLETED":
             break
-        watch_logs = "".join(p.read_text() for p in shared_dir.glob(f"{name}-watch-*.out"))
+        watch_logs = "".join(p.read_text() for p in (shared_dir / "logs").glob(f"{name}-watch-*.out"))
         assert time.monotonic() < deadline, (runs, watch_logs[-3000:], log_text(shared_dir)[-2000:])
         time.sleep(1)
     with L.Ledger.open(db) as ledger:
         chain = ledger.run_chain(runs[0].id)
     watchers = _watcher_jobs(slurm_cluster, chain)
-    watch_logs = "".join(p.read_text() for p in shared_dir.glob(f"{name}-watch-*.out"))
+    watch_logs = "".join(p.read_text() for p in (shared_dir / "logs").glob(f"{name}-watch-*.out"))
     assert len(watchers) == 2 and set(watchers.values()) == {"COMPLETED"}, (watchers, watch_logs[-3000:])
-    assert {slurm_cluster.partition(j) for j in watchers} == {"gb200"}
+    assert {slurm_cluster.partition(j) for j in watchers} == {WATCHER_PARTITION}
     with L.Ledger.open(db) as ledger:
         chain = ledger.run_chain(runs[0].id)
         assert [r.parent_run_id for r in chain] == [None, chain[0].id] and chain[0].state == L.CANCELLED
@@ -280,7 +375,8 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
 @pytest.mark.slurm
 def test_e2e_requeue_with_a_watcher_job_resumes_without_rollback(base_plan, slurm_env, slurm_cluster, shared_dir, tmp_path, mbl):
     name = unique("wjob-requeue")
-    auto = {"enabled": True, "on_nan": True, "spike_factor": 3.0, "window": 5, "max_rollbacks": 2}
+    auto = {"enabled": True, "on_nan": True, "spike_factor": 3.0, "window": 5, "max_rollbacks": 2,
+            "watcher_partition": WATCHER_PARTITION}
     plan = _gate_plan(base_plan, shared_dir, name, iters=100, save_interval=10, auto_rollback=auto,
                       env={"MBL_STANDIN_ITER_SECONDS": "0.1"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node

@@ -99,6 +99,9 @@ def test_plugin_applies_env_mounts_and_node_check():
     assert "HF_TOKEN" in executor.container_env
     assert executor.setup_lines.startswith("echo mine\n") and "mbridge-node-check 4 gb200" in executor.setup_lines
     assert "--export=ALL" in executor.srun_args
+    # the Plan's signal, and the exit handler that makes the trainer save on it
+    assert executor.signal == plan.cluster.signal == "TERM@60"
+    assert task.args[-1:] == ["train.exit_signal_handler=true"]
 
 
 def test_plugin_inside_a_users_own_experiment(tmp_path):

@@ -53,7 +53,7 @@ def test_rendering_is_pure_and_deterministic(tmp_path, monkeypatch):
 def test_srun_native_shape_and_features():
     text = get_executor("sbatch").render(pf.two_node_h100()).text
     assert "#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8\n" in text
-    assert "#SBATCH --exclusive\n#SBATCH --requeue\n#SBATCH --signal=USR1@300\n" in text
+    assert "#SBATCH --exclusive\n#SBATCH --requeue\n#SBATCH --signal=TERM@60\n" in text
     assert "#SBATCH --export=NEMO_HOME,HF_HOME,HF_TOKEN,WANDB_API_KEY\n" in text
     # the site has neither Pyxis nor --segment (Slurm 23.02 profile): neither is rendered
     assert "--segment" not in text and "--container" not in text

@@ -8,12 +8,19 @@
 Only rank 0 writes (all shards included), so ranks never race on a file. `.metadata` is the last
 file of the iteration directory: a directory without it is incomplete. `.pt` files hold JSON
 (no torch here); tools treat them as opaque bytes.
+
+`.metadata` is a pickle like torch.distributed.checkpoint's: the real one pickles a `Metadata`
+dataclass whose `storage_data` maps each MetadataIndex(fqn, offset, index) to a
+`_StorageInfo(relative_path, offset, length)`, relative_path being the shard file
+(`__<rank>_<n>.distcp`). Here it is the same shape in plain dicts and strings (no torch classes to
+import), so a reader that walks the pickle for shard names sees what it would see in a real one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import shutil
 import tempfile
@@ -34,10 +41,12 @@ def iter_dir_name(iteration: int) -> str:
     return f"iter_{iteration:07d}"
 
 
-def write_atomic(path: Path, data: str) -> None:
+def write_atomic(path: Path, data: str | bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "wb") as fh:
+            if isinstance(data, str):
+                data = data.encode("utf-8")
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -111,12 +120,20 @@ def save(root: Path, iteration: int, consumed: int, world_size: int, values: dic
                                                   "common_backend": "torch", "common_backend_version": 1}) + "\n")
     write_atomic(d / "run_config.yaml", _yaml(values))
     write_atomic(d / "train_state.pt", json.dumps(state) + "\n")
-    write_atomic(d / ".metadata", json.dumps({"world_size": world_size,
-                                              "shards": [f"__{r}_0.distcp" for r in range(world_size)]}) + "\n")
+    write_atomic(d / ".metadata", metadata_bytes([f"__{r}_0.distcp" for r in range(world_size)]))
     # trackers last: a reader that finds them finds a complete iteration directory
     write_atomic(root / TRACKER_PT, json.dumps(state) + "\n")
     write_atomic(root / TRACKER_TXT, f"{iteration}\n")
     return d
+
+
+def metadata_bytes(shard_files: list[str]) -> bytes:
+    """A torch_dist-like `.metadata`: storage_data names every shard file (see the module doc)."""
+    storage = {f"MetadataIndex(fqn='model.shard', offset=(0,), index={k})":
+               {"relative_path": name, "offset": 0, "length": 64} for k, name in enumerate(shard_files)}
+    return pickle.dumps({"state_dict_metadata": {"model.shard": {"size": [len(shard_files)]}},
+                         "planner_data": {}, "storage_data": storage, "storage_meta": None},
+                        protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def cleanup_most_recent_k(root: Path, k: int) -> list[Path]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,9 @@ def recipe_defaults(cwd: str) -> dict[str, Any]:
         "checkpoint.ckpt_format": "torch_dist",
         "rng.seed": 1234,
         "logger.log_interval": 1,
+        # Megatron-LM TrainingConfig: no exit handler unless asked for; it catches SIGTERM
+        "train.exit_signal_handler": False,
+        "train.exit_signal": signal.SIGTERM,
     }
 
 

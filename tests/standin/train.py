@@ -1,7 +1,11 @@
 """The stand-in's main loop: parse, derive ranks, resume, iterate, log, save, handle signals.
 
-Exit codes: 0 finished (or stopped cleanly by SIGTERM/SIGUSR1/SIGUSR2 after checkpointing),
-1 crash or checkpoint error (Python traceback on stderr), 2 bad command line.
+Signals as in Megatron Bridge: a handler only with `train.exit_signal_handler=true`, and only for
+`train.exit_signal` (default SIGTERM); every other signal keeps Python's default action (the
+process dies of it, no checkpoint), so a Plan whose signal the trainer would not handle fails here.
+
+Exit codes: 0 finished (or stopped cleanly by its exit signal after checkpointing), 1 crash or
+checkpoint error (Python traceback on stderr), 2 bad command line; killed by a signal: -N.
 """
 
 from __future__ import annotations
@@ -23,6 +27,14 @@ _stop_signal: list[int] = []
 
 def _on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
     _stop_signal.append(signum)
+
+
+def install_exit_handler(cfg: RunConfig) -> None:
+    """Megatron Bridge's GlobalState._set_signal_handler: `signal.signal(train.exit_signal, ...)`
+    only when train.exit_signal_handler is truthy. The value goes in as the command line parsed
+    it, so a number works and a name (SIGUSR1) raises TypeError at start, as in Bridge."""
+    if cfg.get("train.exit_signal_handler"):
+        signal.signal(cfg.get("train.exit_signal"), _on_signal)
 
 
 def stamp() -> str:
@@ -151,8 +163,6 @@ class Trainer:
 
 
 def main(argv: list[str]) -> int:
-    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, _on_signal)
     try:
         cfg = parse(argv)
     except ConfigError as exc:
@@ -176,6 +186,7 @@ def main(argv: list[str]) -> int:
         report.finish(status="dry-run", exit_code=0)
         return 0
     try:
+        install_exit_handler(cfg)
         return trainer.run(report)
     except BaseException as exc:
         report.finish(status="crashed", error=f"{type(exc).__name__}: {exc}", exit_code=1)

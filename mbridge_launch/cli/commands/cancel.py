@@ -20,18 +20,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.errors import CheckFailed
     from mbridge_launch.base.i18n import t
     from mbridge_launch.gate.submit import confirm_cancel
     from mbridge_launch.runs.operations import cancel_and_wait, executor_cancel, open_ledger, refresh
 
-    with open_ledger(args.ledger) as ledger:
+    with open_ledger(args.ledger) as ledger:  # reconciles first: a lost job id is found by its token
         record = refresh(ledger, [ledger.get_run(args.run)])[0]
+        if not record.job_ids and (record.active or record.may_have_job):
+            # a run that may have a job nobody could find: "cancelled" would be a lie
+            raise CheckFailed("gate.cancel_no_job", name=record.name, id=record.id, state=record.state)
         if not record.active:
             print(t("gate.not_active", name=record.name, id=record.id, state=record.state))
             return 0
         method = confirm_cancel(record, yes=args.yes)
         ledger.record_confirmation(record.id, "cancel", method, {"job_ids": record.job_ids})
         # the auto-rollback watcher job first: a cancelled run leaves it nothing to do
+        ledger.add_event(record.id, "cancel_requested", {"watcher_job": record.watcher_job_id})  # read by watch --in-job
         if record.watcher_job_id:
             from mbridge_launch.executors.slurm_cli import run_slurm
 

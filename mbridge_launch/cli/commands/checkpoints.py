@@ -59,7 +59,8 @@ def print_report(report) -> None:
     else:
         rows = [t("ckpt.columns").split("  ")]
         for c in report.checkpoints:
-            complete = t("ckpt.complete") if c.complete else t("ckpt.incomplete", missing=", ".join(c.missing))
+            complete = (t("ckpt.complete") if c.complete else t("ckpt.mixed") if c.mixed and not c.missing
+                        else t("ckpt.incomplete", missing=", ".join(c.missing)))
             trackers = ",".join(sorted("pt" if n.endswith(".pt") else "txt" for n in c.tracked_by)) or "-"
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.mtime)) if c.mtime else "-"
             rows.append([str(c.iteration), complete, _size(c.size_bytes), when, trackers, _loss(c.loss)])
@@ -69,6 +70,8 @@ def print_report(report) -> None:
         for c in report.checkpoints:
             if c.notes:
                 print("  " + t("ckpt.notes", iteration=c.iteration, notes=", ".join(c.notes)))
+            if c.shard_reason:  # shards vs. the checkpoint's own index (two world sizes in one dir)
+                print("  " + t("ckpt.shard_line", iteration=c.iteration, reason=c.shard_reason))
     pt, txt = _tracker_text(report)
     print(t("ckpt.trackers", pt=pt, txt=txt))
     tr = report.trackers

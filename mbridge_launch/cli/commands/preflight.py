@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plan", metavar="PLAN", help=t("help.preflight.plan"))
     parser.add_argument("--no-cluster", action="store_true", help=t("help.preflight.no_cluster"))
     parser.add_argument("--on-nodes", action="store_true", help=t("help.preflight.on_nodes"))
+    from mbridge_launch.cli.options import add_ledger_argument
+
+    add_ledger_argument(parser)  # whose runs own the checkpoint directory
     add_common(parser)
 
 
@@ -35,9 +38,12 @@ def run(args: argparse.Namespace) -> int:
         plan_text = Path(args.plan).read_text(encoding="utf-8")
     except OSError:
         plan_text = None
+    from mbridge_launch.runs.ownership import preflight_callback
+
     report = run_preflight(
         plan, cluster=not args.no_cluster, on_nodes=args.on_nodes,
         plan_text=plan_text, progress_stream=default_progress_stream(),
+        save_dir_ownership=preflight_callback(args.ledger, ask_slurm=not args.no_cluster),
     )
     if args.format == "json":
         print_json(report.to_json())

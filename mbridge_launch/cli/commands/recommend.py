@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--segment-support", action="store_true", help=t("help.recommend.segment_support"))
     group.add_argument("--entry", nargs="+", help=t("help.recommend.entry"))
     group.add_argument("--workdir", help=t("help.recommend.workdir"))
+    group.add_argument("--watcher-partition", help=t("help.recommend.watcher_partition"))
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=t("help.common.overrides"))
     add_common(parser)
 
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     flags = ClusterFlags(name=args.name, account=args.account, partition=args.partition, time=time,
                          container_image=args.container_image, mounts=args.mount, env=args.env,
                          save_dir=args.save_dir, data_paths=args.data_path, segment_support=args.segment_support,
-                         entry=args.entry, workdir=args.workdir)
+                         entry=args.entry, workdir=args.workdir, watcher_partition=_watcher_partition(args))
     plan = build_plan(rec, flags)
     command = human_command(plan)
     if args.format == "json":
@@ -90,3 +91,13 @@ def run(args: argparse.Namespace) -> int:
 
             print(t("recommend.smoke.next", path=sh(str(args.output))), file=sys.stderr)
     return 0
+
+
+def _watcher_partition(args: argparse.Namespace) -> str | None:
+    """--watcher-partition, else the site default in the environment, read HERE only: the Plan
+    records where its watcher job runs, and preflight checks that place."""
+    import os
+
+    from mbridge_launch.gate.watcher_job import PARTITION_ENV
+
+    return args.watcher_partition or os.environ.get(PARTITION_ENV) or None

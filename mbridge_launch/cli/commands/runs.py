@@ -1,4 +1,6 @@
-"""`mbridge-launch runs`: the runs recorded in the ledger (active ones refreshed from Slurm)."""
+"""`mbridge-launch runs`: the runs recorded in the ledger (active ones refreshed from Slurm), and
+the repairs for what reconciliation cannot settle: `runs adopt RUN JOBID`, `runs mark-lost RUN`,
+`runs forget RUN` (runs/repair.py), each confirmed like cancel and recorded with its reason."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from mbridge_launch.base.i18n import t
 from mbridge_launch.cli.main import add_common
 
 HELP = "help.runs"
+REPAIRS = ("adopt", "mark-lost", "forget")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,14 +18,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.cli.options import add_ledger_argument
 
     parser.add_argument("--active", action="store_true", help=t("help.runs.active"))
+    parser.add_argument("--all", action="store_true", help=t("help.runs.all"))
     parser.add_argument("--name", help=t("help.runs.name"))
     parser.add_argument("--limit", type=int, default=50, help=t("help.runs.limit"))
     parser.add_argument("--no-refresh", action="store_true", help=t("help.runs.no_refresh"))
     add_ledger_argument(parser)
     add_common(parser)
+    sub = parser.add_subparsers(dest="repair", metavar="REPAIR", parser_class=type(parser))
+    for action in REPAIRS:
+        _add_repair(sub.add_parser(action, help=t(f"help.runs.{action.replace('-', '_')}"),
+                                   description=t(f"help.runs.{action.replace('-', '_')}")), action)
+
+
+def _add_repair(parser: argparse.ArgumentParser, action: str) -> None:
+    from mbridge_launch.runs.ledger import default_ledger_path
+
+    parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
+    if action == "adopt":
+        parser.add_argument("job", metavar="JOBID", help=t("help.runs.adopt.job"))
+    parser.add_argument("--reason", required=True, help=t("help.runs.repair.reason"))
+    parser.add_argument("--yes", action="store_true", help=t("help.runs.repair.yes"))
+    # SUPPRESS: given after the action they apply, given before it (`runs --ledger X adopt ...`)
+    # the parent's value is kept instead of being reset to a default here
+    parser.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS,
+                        help=t("ledger.arg.ledger", path=str(default_ledger_path())))
+    parser.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS, help=t("help.common.lang"))
+    parser.add_argument("--format", choices=("text", "json"), default=argparse.SUPPRESS, help=t("help.common.format"))
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "repair", None):
+        return _repair(args)
     from mbridge_launch.base.output import print_json
     from mbridge_launch.runs import ledger as L
     from mbridge_launch.runs.operations import fmt_time, open_ledger, refresh
@@ -30,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     with open_ledger(args.ledger, reconcile=not args.no_refresh) as ledger:
         runs = ledger.list_runs(limit=args.limit or None, name=args.name,
                                 states=L.ACTIVE_STATES if args.active else None)
+        if not args.all:
+            runs = [r for r in runs if r.state != L.FORGOTTEN]  # `runs forget`: hidden, kept
         if not args.no_refresh and any(r.active for r in runs):
             runs = refresh(ledger, runs, warn=True)
         if args.active:
@@ -44,4 +72,30 @@ def run(args: argparse.Namespace) -> int:
         for r in runs:
             print(f"{r.id:>4}  {r.name}  {r.state}  {r.executor}  {','.join(r.job_ids) or '-'}  "
                   f"{fmt_time(r.submitted_at or r.created_at)}  {r.save_dir or '-'}")
+    return 0
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.output import print_json
+    from mbridge_launch.runs import repair
+    from mbridge_launch.runs.operations import confirm, open_ledger, slurm_query
+
+    reason = (args.reason or "").strip()
+    if not reason:
+        raise UserError("repair.reason_empty", action=args.repair)
+    with open_ledger(args.ledger) as ledger:
+        record = ledger.get_run(args.run)
+        method = confirm(record.name, yes=args.yes, action_key=f"repair.action.{args.repair.replace('-', '_')}")
+        if args.repair == "adopt":
+            record = repair.adopt(ledger, record, args.job, slurm_query(), reason=reason, method=method)
+        elif args.repair == "mark-lost":
+            record = repair.mark_lost(ledger, record, slurm_query(), reason=reason, method=method)
+        else:
+            record = repair.forget(ledger, record, reason=reason, method=method)
+    if args.format == "json":
+        print_json(record.summary())
+    else:
+        print(t(f"repair.done.{args.repair.replace('-', '_')}", run=record.name, id=record.id, state=record.state,
+                jobs=", ".join(record.job_ids) or "-"))
     return 0

@@ -27,9 +27,11 @@ def run(args: argparse.Namespace) -> int:
         record = ledger.get_run(args.run)
         if record.active:
             record = refresh(ledger, [record], warn=True)[0]
+        details = slurm_details(record)
         rollbacks = ledger.rollbacks(run_ids=[r.id for r in ledger.run_chain(record.id)])
         if args.format == "json":
             data = record.summary()
+            data.update(details)
             data["events"] = ledger.events(record.id)
             data["rollbacks"] = [
                 {"stamp": rb.stamp, "to_iter": rb.to_iter, "from_iter": rb.from_iter, "state": rb.state,
@@ -41,7 +43,13 @@ def run(args: argparse.Namespace) -> int:
         print(t("ledger.status.run", name=record.name, id=record.id))
         print("  " + t("ledger.status.state", state=record.state, slurm=record.slurm_state or "-"))
         print("  " + t("ledger.status.jobs", jobs=", ".join(record.job_ids) or "-", executor=record.executor))
-        if record.watcher_job_id:
+        if details["pending_reason"]:
+            print("  " + t("ledger.status.pending_reason", reason=details["pending_reason"]))
+        if details["restarts"] is not None:
+            print("  " + t("ledger.status.restarts", count=details["restarts"]))
+        if record.watcher_job_id and details["watcher_state"]:
+            print("  " + t("ledger.status.watcher_state", job=record.watcher_job_id, state=details["watcher_state"]))
+        elif record.watcher_job_id:
             print("  " + t("ledger.status.watcher", job=record.watcher_job_id))
         print("  " + t("ledger.status.plan", hash=record.plan_hash, path=record.plan_path or ""))
         print("  " + t("ledger.status.submitted", when=fmt_time(record.submitted_at or record.created_at)))
@@ -55,3 +63,29 @@ def run(args: argparse.Namespace) -> int:
             last = rollbacks[-1]
             print("  " + t("ledger.status.rollbacks", count=len(rollbacks), to_iter=last.to_iter, state=last.state))
     return 0
+
+
+def slurm_details(record) -> dict:
+    """What Slurm says beyond the state, for the run's main job and its watcher job: the pending
+    reason (None while not pending), the restart (requeue) count (None when Slurm does not report
+    it: squeue knows it for live jobs only) and the watcher job's state (None: not asked or
+    unknown). Slurm unreachable: all None (the state line already warned)."""
+    from mbridge_launch.runs.operations import slurm_query
+    from mbridge_launch.runs.reconcile import SlurmUnavailable
+
+    out: dict = {"pending_reason": None, "restarts": None, "watcher_state": None}
+    ids = [j for j in (record.job_ids[:1] + [record.watcher_job_id]) if j]
+    if not ids:
+        return out
+    try:
+        jobs = slurm_query().job_states(ids)
+    except SlurmUnavailable:
+        return out
+    main = jobs.get(record.job_ids[0]) if record.job_ids else None
+    if main is not None:
+        pending = main.state.upper().startswith("PENDING")
+        out["pending_reason"] = main.reason if pending and main.reason not in ("", "None") else None
+        out["restarts"] = main.restarts
+    watcher = jobs.get(record.watcher_job_id) if record.watcher_job_id else None
+    out["watcher_state"] = watcher.state if watcher is not None else None
+    return out

@@ -72,7 +72,11 @@ def _dry_run(plan, args, plan_text: str) -> int:  # noqa: ANN001
     from mbridge_launch.preflight.runner import run_preflight
 
     script_dir = Path(args.script_dir or Path.cwd()).resolve()
-    report = run_preflight(plan, cluster=not args.no_cluster_checks, plan_text=plan_text, submit_dir=script_dir)
+    from mbridge_launch.runs.ownership import preflight_callback
+
+    # whether another run writes the checkpoint directory, as the gate would refuse it
+    report = run_preflight(plan, cluster=not args.no_cluster_checks, plan_text=plan_text, submit_dir=script_dir,
+                           save_dir_ownership=preflight_callback(args.ledger, ask_slurm=not args.no_cluster_checks))
     verdict, would_submit = _verdict(report, bool(args.force and (args.reason or "").strip()))
     result = submit_plan(plan, args.executor, script_dir, dry_run=True)
     assert isinstance(result, Rendered)  # dry_run=True renders, never submits

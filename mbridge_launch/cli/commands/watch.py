@@ -7,9 +7,10 @@ checkpoint to go back to) or when the gate refused the resubmission.
 
 --in-job: the watcher job the gate starts for plans with auto_rollback (gate/watcher_job.py): handles
 one run (after a resubmission the new run's own watcher job takes over), leaves a run cancelled by
-someone else alone, waits a moment for the watch lock, and on SIGTERM (its time limit) submits its
-successor while the run is still active. Exit 0 when it did its job (the run ended, or it handed
-over after a resubmission).
+someone else alone, waits a moment for the watch lock, and on SIGTERM submits its successor only
+when that SIGTERM is its time limit (or a preemption) and the run is still active: never after
+`cancel RUN` (which records a cancel request first) or a scancel. Exit 0 when it did its job (the
+run ended, or it handed over after a resubmission).
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from mbridge_launch.base.i18n import t
 from mbridge_launch.cli.main import add_common
 
 LOCK_WAIT_S = 120.0  # a watcher job may start while the one that resubmitted its run is still exiting
+# How Slurm shows a job it ends itself (its time limit, a preemption), as opposed to a scancel.
+SUCCESSOR_STATES = frozenset({"TIMEOUT", "PREEMPTED"})
+SUCCESSOR_REASONS = frozenset({"TimeLimit", "Preempted"})
+# What `cancel RUN` records before it cancels the watcher job (cli/commands/cancel.py).
+CANCEL_REQUEST_EVENT = "cancel_requested"
 HELP = "help.watch"
 
 
@@ -85,18 +91,55 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _hand_over(ledger, record) -> int:
-    """SIGTERM (the watcher job's time limit): while the run is still active, submit the next
-    watcher job, to start once this one has ended (so the two never hold the watch lock together)."""
+    """SIGTERM: only this job's time limit (or a preemption) while the run is still active makes
+    a successor, submitted to start once this job has ended (so the two never hold the watch lock
+    together). A `cancel RUN` (recorded in the ledger before it cancels this job), a scancel by
+    hand, or a run that has ended: nothing follows."""
     import os
 
     from mbridge_launch.gate.watcher_job import submit_watcher_job
     from mbridge_launch.runs.operations import refresh
 
-    run = refresh(ledger, [ledger.get_run(record.id)])[0]
     own_job = os.environ.get("SLURM_JOB_ID")
-    if not run.active or not own_job:
+    if cancel_requested(ledger, record.id):
+        print(t("watch.terminated_cancel", run=record.name), file=sys.stderr)
+        return 0
+    own = _own_job(own_job)
+    if own is not None and not _ended_by_slurm(own):
+        state = f"{own.get('JobState', '?')}, Reason={own.get('Reason', '?')}"
+        print(t("watch.terminated_not_limit", run=record.name, job=own_job, state=state), file=sys.stderr)
+        return 0
+    run = refresh(ledger, [ledger.get_run(record.id)])[0]
+    if not run.active or not own_job or cancel_requested(ledger, record.id):
         print(t("watch.terminated_idle", run=run.name, state=run.state), file=sys.stderr)
         return 0
     successor = submit_watcher_job(ledger, run, after=own_job, kind="afterany")
     print(t("watch.terminated", run=run.name, job=successor or "-"), file=sys.stderr)
     return 0 if successor else 1
+
+
+def cancel_requested(ledger, run_id: int) -> bool:
+    return any(e["kind"] == CANCEL_REQUEST_EVENT for e in ledger.events(run_id))
+
+
+def _own_job(job_id: str | None) -> dict[str, str] | None:
+    """This watcher job as `scontrol show job` has it while it is being signalled; None when
+    Slurm cannot say."""
+    from mbridge_launch.executors.slurm_cli import SlurmUnavailable, call
+    from mbridge_launch.preflight.slurm import parse_oneliner
+
+    if not job_id:
+        return None
+    try:
+        result = call(["scontrol", "show", "job", "-o", job_id], timeout=20)
+    except SlurmUnavailable:
+        return None
+    fields = parse_oneliner(result.stdout.strip()) if result.ok else {}
+    return fields or None
+
+
+def _ended_by_slurm(job: dict[str, str]) -> bool:
+    """Its time limit or a preemption, not a scancel. While the SIGTERM is delivered Slurm 22.05
+    shows JobState=COMPLETING with Reason=TimeLimit at the limit and Reason=None after a scancel
+    (measured on the local cluster); later versions may show TIMEOUT / PREEMPTED."""
+    return job.get("JobState") in SUCCESSOR_STATES or job.get("Reason") in SUCCESSOR_REASONS

@@ -96,7 +96,7 @@ echo 'mbridge-launch: node check passed (1 node); starting the trainer'
 
 # Command 1
 
-srun --output /shared/nemorun-home/experiments/llama3-8b-bench/llama3-8b-bench_golden/train/log-llama3-8b-bench_%j_${SLURM_RESTART_COUNT:-0}.out --chdir /shared/nemorun-home/experiments/llama3-8b-bench/llama3-8b-bench_golden/train/code --wait=60 --kill-on-bad-exit=1 --export=ALL python scripts/performance/run_script.py --recipe llama3_8b_pretrain_8gpu_h100_fp8cs_config train.train_iters=50
+srun --output /lustre/logs/bench/llama3-8b-bench-%j-restart"${SLURM_RESTART_COUNT:-0}".log --chdir /shared/nemorun-home/experiments/llama3-8b-bench/llama3-8b-bench_golden/train/code --wait=60 --kill-on-bad-exit=1 --export=ALL python scripts/performance/run_script.py --recipe llama3_8b_pretrain_8gpu_h100_fp8cs_config train.train_iters=50
 
 exitcode=$?
 

@@ -17,7 +17,7 @@
 #SBATCH --output=/shared/nemorun-home/experiments/llama3-70b-gb200/llama3-70b-gb200_golden/train/sbatch_llama3-70b-gb200_%j.out
 #SBATCH --partition=gb200
 #SBATCH --segment=4
-#SBATCH --signal=USR1@300
+#SBATCH --signal=TERM@60
 #SBATCH --time=06:00:00
 
 set -evx
@@ -101,7 +101,7 @@ echo 'mbridge-launch: node check passed (4 nodes); starting the trainer'
 
 # Command 1
 
-srun --output /shared/nemorun-home/experiments/llama3-70b-gb200/llama3-70b-gb200_golden/train/log-llama3-70b-gb200_%j_${SLURM_RESTART_COUNT:-0}.out --container-image nvcr.io/nvidia/nemo:25.11 --container-mounts /lustre:/lustre,/shared/nemorun-home/experiments/llama3-70b-gb200/llama3-70b-gb200_golden/train:/nemo_run --container-workdir /nemo_run/code --container-env NEMO_HOME,HF_TOKEN,CUDA_DEVICE_MAX_CONNECTIONS,NCCL_NET_GDR_C2C,NCCL_NET_GDR_LEVEL,NCCL_NVLS_ENABLE,NVTE_BWD_LAYERNORM_SM_MARGIN,NVTE_FWD_LAYERNORM_SM_MARGIN,PYTORCH_CUDA_ALLOC_CONF,TORCH_NCCL_AVOID_RECORD_STREAMS --wait=60 --kill-on-bad-exit=1 --export=ALL --mpi=pmix python scripts/training/run_recipe.py --recipe llama3_70b_pretrain_64gpu_gb200_bf16_config --mode pretrain --dataset megatron-indexed dataset.data_path=/lustre/data/web_text_document checkpoint.save=/lustre/ckpt/llama3-70b-gb200 checkpoint.load=/lustre/ckpt/llama3-70b-gb200 checkpoint.save_interval=500
+srun --output /lustre/logs/llama3-70b-gb200/llama3-70b-gb200-%j-restart"${SLURM_RESTART_COUNT:-0}".log --container-image nvcr.io/nvidia/nemo:25.11 --container-mounts /lustre:/lustre,/shared/nemorun-home/experiments/llama3-70b-gb200/llama3-70b-gb200_golden/train:/nemo_run --container-workdir /opt/Megatron-Bridge --container-env NEMO_HOME,HF_TOKEN,CUDA_DEVICE_MAX_CONNECTIONS,NCCL_NET_GDR_C2C,NCCL_NET_GDR_LEVEL,NCCL_NVLS_ENABLE,NVTE_BWD_LAYERNORM_SM_MARGIN,NVTE_FWD_LAYERNORM_SM_MARGIN,PYTORCH_CUDA_ALLOC_CONF,TORCH_NCCL_AVOID_RECORD_STREAMS --wait=60 --kill-on-bad-exit=1 --export=ALL --mpi=pmix python scripts/training/run_recipe.py --recipe llama3_70b_pretrain_64gpu_gb200_bf16_config --mode pretrain --dataset megatron-indexed dataset.data_path=/lustre/data/web_text_document checkpoint.save=/lustre/ckpt/llama3-70b-gb200 checkpoint.load=/lustre/ckpt/llama3-70b-gb200 checkpoint.save_interval=500 train.exit_signal_handler=true
 
 exitcode=$?
 

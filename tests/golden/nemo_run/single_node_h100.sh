@@ -16,7 +16,7 @@
 #SBATCH --open-mode=append
 #SBATCH --output=/shared/nemorun-home/experiments/llama3-8b-sft/llama3-8b-sft_golden/train/sbatch_llama3-8b-sft_%j.out
 #SBATCH --partition=h100
-#SBATCH --signal=USR1@300
+#SBATCH --signal=TERM@60
 #SBATCH --time=02:00:00
 
 set -evx
@@ -97,7 +97,7 @@ echo 'mbridge-launch: node check passed (1 node); starting the trainer'
 
 # Command 1
 
-srun --output /shared/nemorun-home/experiments/llama3-8b-sft/llama3-8b-sft_golden/train/log-llama3-8b-sft_%j_${SLURM_RESTART_COUNT:-0}.out --chdir /shared/nemorun-home/experiments/llama3-8b-sft/llama3-8b-sft_golden/train/code --wait=60 --kill-on-bad-exit=1 --export=ALL --chdir=/lustre/src/Megatron-Bridge python -m torch.distributed.run --standalone --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_sft_8gpu_h100_bf16_config --mode sft --dataset squad checkpoint.save=/lustre/ckpt/llama3-8b-sft checkpoint.load=/lustre/ckpt/llama3-8b-sft checkpoint.save_interval=200 checkpoint.pretrained_checkpoint=/lustre/models/llama3-8b train.train_iters=1000
+srun --output /lustre/logs/llama3-8b-sft/llama3-8b-sft-%j-restart"${SLURM_RESTART_COUNT:-0}".log --chdir /shared/nemorun-home/experiments/llama3-8b-sft/llama3-8b-sft_golden/train/code --wait=60 --kill-on-bad-exit=1 --export=ALL --chdir=/lustre/src/Megatron-Bridge python -m torch.distributed.run --standalone --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_sft_8gpu_h100_bf16_config --mode sft --dataset squad checkpoint.save=/lustre/ckpt/llama3-8b-sft checkpoint.load=/lustre/ckpt/llama3-8b-sft checkpoint.save_interval=200 checkpoint.pretrained_checkpoint=/lustre/models/llama3-8b train.train_iters=1000 train.exit_signal_handler=true
 
 exitcode=$?
 

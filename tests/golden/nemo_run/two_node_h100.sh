@@ -18,7 +18,7 @@
 #SBATCH --partition=h100
 #SBATCH --qos=normal
 #SBATCH --reservation=llm-week
-#SBATCH --signal=USR1@300
+#SBATCH --signal=TERM@60
 #SBATCH --time=04:00:00
 
 set -evx
@@ -101,7 +101,7 @@ echo 'mbridge-launch: node check passed (2 nodes); starting the trainer'
 
 # Command 1
 
-srun --output /shared/nemorun-home/experiments/llama3-70b-pretrain/llama3-70b-pretrain_golden/train/log-llama3-70b-pretrain_%j_${SLURM_RESTART_COUNT:-0}.out --chdir /shared/nemorun-home/experiments/llama3-70b-pretrain/llama3-70b-pretrain_golden/train/code --wait=60 --kill-on-bad-exit=1 --export=ALL --mpi=pmix --chdir=/lustre/src/Megatron-Bridge --cpu-bind=none python scripts/training/run_recipe.py --recipe llama3_70b_pretrain_64gpu_h100_bf16_config --mode pretrain --dataset megatron-indexed 'dataset.data_path=[0.7,/lustre/data/web_text_document,0.3,/lustre/data/code_text_document]' checkpoint.save=/lustre/ckpt/llama3-70b-pretrain checkpoint.load=/lustre/ckpt/llama3-70b-pretrain checkpoint.save_interval=500 model.tensor_model_parallel_size=4 model.pipeline_model_parallel_size=2 train.global_batch_size=64
+srun --output /lustre/logs/llama3-70b-pretrain/llama3-70b-pretrain-%j-restart"${SLURM_RESTART_COUNT:-0}".log --chdir /shared/nemorun-home/experiments/llama3-70b-pretrain/llama3-70b-pretrain_golden/train/code --wait=60 --kill-on-bad-exit=1 --export=ALL --mpi=pmix --chdir=/lustre/src/Megatron-Bridge --cpu-bind=none python scripts/training/run_recipe.py --recipe llama3_70b_pretrain_64gpu_h100_bf16_config --mode pretrain --dataset megatron-indexed 'dataset.data_path=[0.7,/lustre/data/web_text_document,0.3,/lustre/data/code_text_document]' checkpoint.save=/lustre/ckpt/llama3-70b-pretrain checkpoint.load=/lustre/ckpt/llama3-70b-pretrain checkpoint.save_interval=500 model.tensor_model_parallel_size=4 model.pipeline_model_parallel_size=2 train.global_batch_size=64 train.exit_signal_handler=true
 
 exitcode=$?
 
