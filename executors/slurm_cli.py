@@ -125,6 +125,7 @@ def slurm_reason(output: str) -> str:
     errors = [ln for ln in lines if "error:" in ln]
     chosen = errors[-1] if errors else (lines[-1] if lines else "no output")
     chosen = re.sub(r"^(?:\w+:\s*)?error:\s*", "", chosen)
+    chosen = re.sub(r"^allocation failure:\s*", "", chosen)  # how sbatch --test-only says it
     return chosen.replace("Batch job submission failed: ", "")
 
 

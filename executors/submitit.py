@@ -289,6 +289,7 @@ class SubmititExecutor:
         # submitting process died in between waits, holding nothing, until reconciliation
         # (finish_interrupted) releases or cancels it; here it is released once the pickle is in place.
         executor = _auto_executor(folder, plan, job_token, held=True)
+        _refused_by_slurm(folder, plan)
         with tempfile.TemporaryFile() as stderr_copy:
             try:
                 with _stderr_to(stderr_copy):
@@ -325,6 +326,21 @@ class SubmititExecutor:
     def log_paths(self, plan: Plan, job_ids: list[str]) -> list[Path]:
         folder = self._folder(plan)
         return [p for j in job_ids for p in sorted(folder.glob(f"{j}_*.out")) + sorted(folder.glob(f"{j}_*.err"))]
+
+
+def _refused_by_slurm(folder: Path, plan: Plan) -> None:
+    """`sbatch --test-only` of the job as submitit writes it, without the hold: Slurm accepts a held
+    job whose request can never be met (it then pends for BadConstraints), so the refusal that
+    sbatch gives an unheld job ("Requested node configuration is not available") is asked for
+    first. A SubmissionError with Slurm's reason when it refuses."""
+    inner = _auto_executor(folder, plan)._executor
+    text = inner._make_submission_file_text(inner._submitit_command_str, "test-only")
+    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".mbl-test-only-", suffix=".sh") as script:
+        script.write(text)
+        script.flush()
+        proc = slurm_cli.run_slurm(["sbatch", "--test-only", script.name], cwd=folder)
+    if not proc.ok:
+        raise slurm_cli.submission_error(proc.output)
 
 
 def _release(job_id: str) -> str:

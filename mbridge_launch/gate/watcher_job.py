@@ -169,6 +169,7 @@ def submit_watcher_job(ledger: Any, run: Any, *, after: Optional[str] = None, ki
     record it in the ledger. A refusal is a warning, not a failure: the training job is already
     submitted, and `mbridge-launch watch RUN` does the same from a login node."""
     from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.signals import deferred_signals
     from mbridge_launch.executors.slurm_cli import parse_job_id, run_slurm, slurm_reason
 
     out = out or sys.stderr
@@ -177,18 +178,21 @@ def submit_watcher_job(ledger: Any, run: Any, *, after: Optional[str] = None, ki
         return None
     plan = run.plan()
     work_dir = Path(run.work_dir or os.getcwd())
-    try:
-        argv = watcher_sbatch_argv(plan, run, ledger.path, after=after, kind=kind)
-        _make_log_dir(plan, work_dir)
-        proc = run_slurm(argv, cwd=work_dir if work_dir.is_dir() else None)
-        if proc.returncode != 0:
-            raise UserError("executors.submit_refused", reason=slurm_reason((proc.stdout or "") + (proc.stderr or "")))
-        job_id = parse_job_id(proc.stdout)
-    except UserError as exc:
-        ledger.add_event(run.id, "watcher_job_failed", {"after": after, "reason": exc.render("en")})
-        print(t("warning.prefix", message=t("watch.job_refused", run=run.name, reason=exc.render())), file=out)
-        return None
-    ledger.set_watcher_job(run.id, job_id, {"after": after, "dependency": kind,
-                                            "log": str(watcher_log_file(plan, work_dir, job_id))})
+    # like the training job's (gate/submit.py): an interrupt waits until the watcher job's id is
+    # recorded, so `cancel RUN` always knows the job it must cancel
+    with deferred_signals():
+        try:
+            argv = watcher_sbatch_argv(plan, run, ledger.path, after=after, kind=kind)
+            _make_log_dir(plan, work_dir)
+            proc = run_slurm(argv, cwd=work_dir if work_dir.is_dir() else None)
+            if proc.returncode != 0:
+                raise UserError("executors.submit_refused", reason=slurm_reason((proc.stdout or "") + (proc.stderr or "")))
+            job_id = parse_job_id(proc.stdout)
+        except UserError as exc:
+            ledger.add_event(run.id, "watcher_job_failed", {"after": after, "reason": exc.render("en")})
+            print(t("warning.prefix", message=t("watch.job_refused", run=run.name, reason=exc.render())), file=out)
+            return None
+        ledger.set_watcher_job(run.id, job_id, {"after": after, "dependency": kind,
+                                                "log": str(watcher_log_file(plan, work_dir, job_id))})
     print(t("watch.job_started", run=run.name, id=run.id, job=job_id, after=after), file=out)
     return job_id

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from mbridge_launch.rollback import checkpoints as C
 from mbridge_launch.rollback.claims import CLAIM_NAME
 from mbridge_launch.rollback.lossmon import pick_rollback_target
 from mbridge_launch.runs import ledger as L
+from run_safety_checks import assert_nothing_lost
 
 # the first run (120 iterations: a minute) still writes while the refusals run; it is cancelled then
 SLOW = {"MBL_STANDIN_ITER_SECONDS": "0.5"}
@@ -67,7 +69,7 @@ def _stop(slurm_cluster, job: str) -> None:
 @pytest.mark.slurm
 def test_two_plans_on_one_save_dir_refused_while_the_first_runs(base_plan, shared_dir, slurm_cluster, slurm_env, mbl,
                                                                 tmp_path):
-    db = tmp_path / "ledger.sqlite3"
+    db, since = tmp_path / "ledger.sqlite3", time.time()
     name_a, name_b = unique("ckpt-own-a"), unique("ckpt-own-b")
     plan_a = write_plan(base_plan, shared_dir, name_a, iters=120, save_interval=5, env=SLOW)
     job_a = _first_job(mbl, plan_a, db, shared_dir)
@@ -99,6 +101,9 @@ def test_two_plans_on_one_save_dir_refused_while_the_first_runs(base_plan, share
     job_b = accepted.json()["job_ids"][0]
     assert _claim(save)["name"] == name_b and _claim(save)["job_ids"] == [job_b]
     _stop(slurm_cluster, job_b)
+    assert mbl.run("runs", "--ledger", str(db)).returncode == 0  # refreshes the states
+    for name in (name_a, name_b):  # the refused submissions started no job; the accepted ones are recorded
+        assert_nothing_lost(slurm_cluster, db, name, since)
 
 
 @pytest.mark.slurm

@@ -229,19 +229,7 @@ def test_sigterm_makes_the_watcher_job_submit_its_successor(tmp_path, mbl):
         run = recorded_run(ledger, plan, tmp_path)
         ledger.conn.execute("UPDATE runs SET log_paths=? WHERE id=?", (json.dumps([str(log)]), run.id))
         ledger.set_watcher_job(run.id, "777")
-    proc = mbl.popen("watch", run.id, "--ledger", db, "--in-job", "--poll", "0.05",
-                     env={**env, "SLURM_JOB_ID": "777"})
-    try:
-        deadline = time.monotonic() + 30
-        while not read_calls(calls, "squeue"):  # it is following the run
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
+    err = _sigterm_while_following(mbl, run, db, env, calls)
     [argv] = read_calls(calls, "sbatch")
     assert "--dependency=afterany:777" in argv
     assert "successor watcher job 900" in err
@@ -261,18 +249,7 @@ def test_sigterm_of_a_scancel_is_not_a_time_limit_no_successor(tmp_path, mbl):
         run = recorded_run(ledger, auto_plan(tmp_path), tmp_path)
         ledger.conn.execute("UPDATE runs SET log_paths=? WHERE id=?", (json.dumps([str(log)]), run.id))
         ledger.set_watcher_job(run.id, "777")
-    proc = mbl.popen("watch", run.id, "--ledger", db, "--in-job", "--poll", "0.05", env={**env, "SLURM_JOB_ID": "777"})
-    try:
-        deadline = time.monotonic() + 30
-        while not read_calls(calls, "squeue"):
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
+    err = _sigterm_while_following(mbl, run, db, env, calls)
     assert read_calls(calls, "sbatch") == [] and "job 777 is COMPLETING, Reason=None (not its time limit)" in err
     with L.Ledger.open(db) as ledger:
         assert ledger.get_run(run.id).watcher_job_id == "777"
@@ -402,3 +379,21 @@ def test_e2e_requeue_with_a_watcher_job_resumes_without_rollback(base_plan, slur
         assert not ledger.rollbacks(run_ids=[run.id])
         assert not [e for e in ledger.events(run.id) if e["kind"] == "watch_trigger"]
     assert C.resolve_resume(save).iteration == 100 and not C.rolled_back_dirs(save)
+
+
+def _sigterm_while_following(mbl, run, db, env, calls) -> str:
+    """`watch --in-job` as watcher job 777, sent SIGTERM once it follows the run (it asked
+    squeue); its stderr after a clean exit."""
+    proc = mbl.popen("watch", run.id, "--ledger", db, "--in-job", "--poll", "0.05", env={**env, "SLURM_JOB_ID": "777"})
+    try:
+        deadline = time.monotonic() + 30
+        while not read_calls(calls, "squeue"):  # it is following the run
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    return err
