@@ -128,6 +128,80 @@ def _lang_in(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: run one command and return its exit code. Ctrl-C at any moment (building
+    the parser imports every command module) is `interrupted`, 130; stdout that cannot take the
+    output (a closed pipe, a full device) is one line on stderr and 1, flushed here so that the
+    interpreter's own flush at exit finds nothing left to fail on."""
+    try:
+        _tolerant_output()
+        try:
+            code = _main(argv)
+        except SystemExit:  # argparse: --help, --version, a bad argument
+            if _flushed(0) != 0:
+                raise SystemExit(EXIT_CHECK_FAILED) from None
+            raise
+        return _flushed(code)
+    except KeyboardInterrupt:
+        return interrupted()
+
+
+def interrupted() -> int:
+    """Say `interrupted` once (a second Ctrl-C meanwhile is ignored) and return 130."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        text = t("interrupted")
+    except Exception:  # noqa: BLE001 - Ctrl-C came while the catalog (or yaml) was loading
+        text = "interrupted"
+    _say(text)
+    return EXIT_INTERRUPTED
+
+
+def _say(line: str) -> None:
+    """One line on stderr; a closed stderr leaves nothing else to tell."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _tolerant_output() -> None:
+    """A terminal that cannot show a character (ASCII-only with --lang zh) gets it as an escape
+    (\\u4e2d), not a UnicodeEncodeError; streams with another error policy keep it."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
+def _flushed(code: int) -> int:
+    """`code` once stdout is flushed; EXIT_CHECK_FAILED when stdout refused the output."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        return _stdout_lost(exc)
+    return code
+
+
+def _stdout_lost(exc: BaseException) -> int:
+    """stdout is gone (EPIPE) or full (ENOSPC): one line on stderr, exit 1. stdout is pointed at
+    /dev/null so that the interpreter's flush at exit does not print 'Exception ignored' and
+    exit 120 (Python's documented handling of SIGPIPE/BrokenPipeError)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test's capture)
+        pass
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    _say(t("error.prefix", message=t("output.lost", reason=reason)))
+    return EXIT_CHECK_FAILED
+
+
+def _main(argv: list[str] | None) -> int:
     from mbridge_launch.base import i18n
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -147,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(i18n.t("interrupted"), file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError as exc:
+        return _stdout_lost(exc)
     except OSError as exc:
         # the machine refused (disk full, permissions, a vanished folder): not a bug to report
         if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
@@ -161,9 +235,18 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
             raise
+        if _ledger_locked(exc):
+            print(i18n.t("error.prefix", message=i18n.t("ledger.locked_while_writing")), file=sys.stderr)
+            return EXIT_CHECK_FAILED
         print(i18n.t("internal_error", error=f"{type(exc).__name__}: {exc}"), file=sys.stderr)
         return 1
     return int(code or 0)
+
+
+def _ledger_locked(exc: Exception) -> bool:
+    """SQLite's 'database is locked' after the busy timeout, outside Ledger.open (which names
+    the file itself): another command holds the ledger for writing."""
+    return type(exc).__module__ == "sqlite3" and "locked" in str(exc)
 
 
 if __name__ == "__main__":

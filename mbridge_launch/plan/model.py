@@ -425,26 +425,23 @@ def save_plan(plan: Plan, path: str | Path) -> Path:
         return atomic_write_text(Path(path), plan.to_yaml())
 
 
+PLAN_MAX_BYTES = 4 * 1024 * 1024  # a Plan is a few KB; anything near this is not one
+
+
 def load_plan(path: str | Path) -> Plan:
-    import yaml
+    """A Plan file: a bounded read (a FIFO, device or huge file is one line, never a hang) and
+    the YAML loader for user files (libyaml; duplicate keys and deep nesting refused)."""
+    from mbridge_launch.base.user_yaml import load_user_yaml
 
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError("file.not_found", path=str(path)) from None
-    except OSError as exc:
-        raise UserError("file.unreadable", path=str(path), reason=exc.strerror or str(exc)) from None
-    except UnicodeDecodeError as exc:
-        from mbridge_launch.base.i18n import t
+    text = read_plan_text(path)
+    return plan_from_dict(load_user_yaml(text, str(path)), str(path))
 
-        reason = t("file.not_utf8", byte=f"{exc.object[exc.start]:02x}", offset=exc.start)
-        raise UserError("file.unreadable", path=str(path), reason=reason) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise UserError("yaml.invalid", path=str(path), reason=str(exc).splitlines()[0]) from None
-    return plan_from_dict(data, str(path))
+
+def read_plan_text(path: str | Path) -> str:
+    """The Plan file's text (for its hash and card), read as boundedly as load_plan reads it."""
+    from mbridge_launch.base.files import read_bounded_text
+
+    return read_bounded_text(path, PLAN_MAX_BYTES, "plan")
 
 
 def plan_from_dict(data: Any, where: str = "<plan>") -> Plan:

@@ -27,9 +27,11 @@ def is_true(value: object) -> bool:
 
 def whole_number(value: object) -> int | None:
     """The value as a non-negative integer when it is written as one in ASCII digits, else None.
-    (str.isdigit also accepts '²', on which int() fails; Megatron reads only ASCII digits.)"""
-    text = str(value if value is not None else "").strip()
-    return int(text) if text.isascii() and text.isdigit() else None
+    (str.isdigit also accepts '²', on which int() fails; Megatron reads only ASCII digits; a
+    4,300-digit value would be int()'s own ValueError: base/numbers.py bounds it.)"""
+    from mbridge_launch.base.numbers import whole_or_none
+
+    return whole_or_none(str(value if value is not None else ""))
 
 
 _KEY = re.compile(r"^[+~]?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")

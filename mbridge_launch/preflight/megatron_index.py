@@ -12,6 +12,7 @@ The .bin holds the tokens: its size is the last pointer + last length x dtype si
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 
@@ -56,7 +57,7 @@ def check_prefix(prefix: str) -> PrefixResult:
     if not os.access(bin_path, os.R_OK):
         return PrefixResult(prefix, "bin_unreadable", _d("permission_denied"))
     try:
-        fd = os.open(idx_path, os.O_RDONLY)
+        fd = os.open(idx_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO .idx cannot hang
     except FileNotFoundError:
         return PrefixResult(prefix, "idx_missing")
     except IsADirectoryError:
@@ -64,6 +65,8 @@ def check_prefix(prefix: str) -> PrefixResult:
     except OSError as exc:
         return PrefixResult(prefix, "idx_unreadable", exc.strerror or str(exc))
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device: never read
+            return PrefixResult(prefix, "idx_unreadable", _d("not_regular_file"))
         return _check_index(prefix, fd, bin_size)
     except OSError as exc:
         return PrefixResult(prefix, "idx_unreadable", exc.strerror or str(exc))

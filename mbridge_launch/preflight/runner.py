@@ -57,12 +57,12 @@ def run_preflight(
     save_dir_ownership: who owns a checkpoint directory (runs.ownership, given by the CLI and the
     gate: preflight cannot import the ledger); None: not checked, said as an info."""
     if not isinstance(plan, Plan):
-        from mbridge_launch.plan.model import load_plan
+        from mbridge_launch.plan.model import load_plan, read_plan_text
 
         path = Path(plan)
         plan = load_plan(path)
         if plan_text is None:
-            plan_text = path.read_text(encoding="utf-8")
+            plan_text = read_plan_text(path)
     environment = dict(os.environ if env is None else env)
     ctx = PreflightContext(plan=plan, env=environment, plan_text=plan_text, cache_dir=cache_dir(environment), progress_stream=progress_stream,
                            submit_dir=submit_dir, save_dir_ownership=save_dir_ownership)

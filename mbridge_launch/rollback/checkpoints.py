@@ -22,6 +22,13 @@ Trackers: `latest_train_state.pt` is identified by comparing its bytes with each
 stand-in trainer's JSON train state is also read directly. `latest_checkpointed_iteration.txt`
 holds the iteration as text.
 
+Every file here may have been written by someone else (a shared checkpoint root, a repository):
+trackers, train states and journals are read through base/files.py (regular files only, opened
+non-blocking, a few hundred bytes for the .txt tracker); a symlink among them, or an `iter_*`
+symlink, is followed only when it resolves inside the save directory (`iter_0000500 -> /` would
+otherwise walk the whole file system). A tracker that is not an iteration number is described by
+its size and kind, never echoed: it may be a link to /proc/self/environ.
+
 `resolve_resume` mimics Bridge's resume order (load pointing at an iter dir; ckpt_step;
 latest_train_state.pt; the .txt fallback) and says whether the directory is loadable: whatever it
 resolves to must be a complete checkpoint in the save directory.
@@ -37,6 +44,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from mbridge_launch.base.files import Probe, inside, probe_read
+
 PT_TRACKER = "latest_train_state.pt"
 TXT_TRACKER = "latest_checkpointed_iteration.txt"
 TRAIN_STATE = "train_state.pt"
@@ -51,6 +60,10 @@ METADATA = ".metadata"
 # (said as a note), so that a huge or hostile file cannot stall every command that lists checkpoints.
 METADATA_MAX_BYTES = 256 * 1024 * 1024
 SHARD_NAME_RE = re.compile(r"^__\d+_\d+\.distcp$")
+TXT_TRACKER_MAX = 256  # an iteration number and a newline
+TRAIN_STATE_MAX = 4 * 1024 * 1024  # a torch zip of counters (a few KB) or the stand-in's JSON
+JOURNAL_MAX = 4 * 1024 * 1024
+DIGITS_RE = re.compile(r"[0-9]{1,19}")  # ASCII only: '²'.isdigit() is True but int('²') fails
 _STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING",
                          "BINSTRING", "SHORT_BINSTRING", "SHORT_BINBYTES", "BINBYTES", "BINBYTES8"})
 
@@ -100,14 +113,12 @@ class MetadataTooLarge(MetadataUnreadable):
 def metadata_shard_names(path: Path, max_bytes: int = METADATA_MAX_BYTES) -> set[str]:
     """The shard file names a torch_dist `.metadata` index names, read from its pickle opcodes
     without executing any of them (no unpickling). MetadataUnreadable when it cannot be walked."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise MetadataUnreadable(exc.strerror or str(exc)) from None
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
+    probe = probe_read(path, max_bytes, nofollow=True)
+    if probe.too_large:
         raise MetadataTooLarge(_reason("metadata_too_large", limit=max_bytes))
+    if probe.data is None:  # a FIFO or device cannot hang or flood this: only described
+        raise MetadataUnreadable(probe.reason or _kind_text(probe.kind))
+    data = probe.data
     names: set[str] = set()
     try:
         for opcode, arg, _pos in pickletools.genops(data):
@@ -157,10 +168,19 @@ def _few(names: list[str], limit: int = 4) -> str:
     return shown + (f", ... (+{len(names) - limit})" if len(names) > limit else "")
 
 
+def _link_escapes(path: Path, root: Path) -> bool:
+    """An iter_* symlink that leaves `root` (or is `root` itself): never walked."""
+    if not os.path.islink(path):
+        return False
+    return not inside(path, root) or os.path.realpath(path) == os.path.realpath(root)
+
+
 def inspect_iter_dir(path: Path) -> CheckpointInfo:
     iteration = parse_iter_dirname(path.name)
     if iteration is None:
         raise ValueError(f"{path} is not an iter_NNNNNNN directory")
+    if _link_escapes(path, path.parent):
+        return CheckpointInfo(iteration, str(path), False, shard_reason=_reason("iter_link_outside"))
     sizes: dict[str, int] = {}
     total, newest = 0, 0.0
     for root, _dirs, files in os.walk(path):
@@ -202,18 +222,57 @@ def iter_dirs(directory: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
+def _kind_text(kind: str) -> str:
+    from mbridge_launch.base.i18n import t
+
+    return t(f"file.kind.{kind}")
+
+
+def read_in_save_dir(save_dir: Path, name: str, limit: int) -> Probe:
+    """A tracker (or journal) in `save_dir`, read bounded. A symlink is followed only when it
+    resolves inside the save directory; else it is reported as kind "link_outside", unread."""
+    path = Path(save_dir) / name
+    if os.path.islink(path):
+        if not inside(path, save_dir):
+            return Probe("link_outside")
+        path = Path(os.path.realpath(path))
+    return probe_read(path, limit, nofollow=True)
+
+
+def describe_tracker(probe: Probe, limit: int) -> str:
+    """A tracker that is not an iteration number, by size and kind only (never its bytes)."""
+    from mbridge_launch.base.i18n import t
+
+    if probe.too_large:
+        return t("ckpt.tracker_too_large", limit=limit)
+    if probe.data is None:
+        return _kind_text(probe.kind)
+    kind = "text" if all(32 <= b < 127 or b in b"\t\r\n" for b in probe.data) else "binary"
+    return t("ckpt.tracker_content", size=len(probe.data), kind=t(f"ckpt.tracker_kind.{kind}"))
+
+
+def _txt_tracker(save_dir: Path) -> tuple[Optional[str], Optional[int]]:
+    """(what the .txt tracker says, its iteration): the digits when it holds an iteration number,
+    else its description; (None, None) when it is absent."""
+    probe = read_in_save_dir(save_dir, TXT_TRACKER, TXT_TRACKER_MAX)
+    if probe.kind == "missing":
+        return None, None
+    text = probe.data.decode("ascii", "replace").strip() if probe.data is not None else ""
+    if DIGITS_RE.fullmatch(text):
+        return text, int(text)
+    return describe_tracker(probe, TXT_TRACKER_MAX), None
+
+
 def _read_bytes(path: Path) -> Optional[bytes]:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
+    """A train state inside an iteration directory (no symlink followed), bounded."""
+    return probe_read(path, TRAIN_STATE_MAX, nofollow=True).data
 
 
 def _json_iteration(data: bytes) -> Optional[int]:
     """The stand-in trainer's train_state.pt is JSON; a real one is a torch zip (not parsed)."""
     try:
         value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     if isinstance(value, dict) and isinstance(value.get("iteration"), int):
         return value["iteration"]
@@ -222,7 +281,7 @@ def _json_iteration(data: bytes) -> Optional[int]:
 
 @dataclass
 class TrackerState:
-    txt_raw: Optional[str]  # None: file absent
+    txt_raw: Optional[str]  # None: file absent; the digits; or its size and kind (never its bytes)
     txt_iteration: Optional[int]
     pt_present: bool
     pt_iteration: Optional[int]  # what latest_train_state.pt designates
@@ -232,11 +291,11 @@ class TrackerState:
 
 def read_trackers(save_dir: Path) -> TrackerState:
     save_dir = Path(save_dir)
-    txt = _read_bytes(save_dir / TXT_TRACKER)
-    txt_raw = txt.decode("utf-8", "replace") if txt is not None else None
-    txt_iter = int(txt_raw.strip()) if txt_raw is not None and txt_raw.strip().isdigit() else None
-    pt = _read_bytes(save_dir / PT_TRACKER)
-    state = TrackerState(txt_raw, txt_iter, pt is not None, None)
+    txt_raw, txt_iter = _txt_tracker(save_dir)
+    pt_probe = read_in_save_dir(save_dir, PT_TRACKER, TRAIN_STATE_MAX)
+    pt = pt_probe.data
+    # anything there that Bridge would try to read counts as present (and unknown if unreadable)
+    state = TrackerState(txt_raw, txt_iter, pt_probe.kind != "missing", None)
     if pt is None:
         return state
     candidates = [("save_dir", iter_dirs(save_dir))]
@@ -254,8 +313,11 @@ def read_trackers(save_dir: Path) -> TrackerState:
 
 def rolled_back_dirs(save_dir: Path) -> list[Path]:
     root = Path(save_dir) / ROLLED_BACK_DIR
+    if root.is_symlink():  # never a tree outside the save directory
+        return []
     try:
-        return sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.name)
+        return sorted((Path(e.path) for e in os.scandir(root) if e.is_dir(follow_symlinks=False)),
+                      key=lambda p: p.name)
     except OSError:
         return []
 
@@ -291,7 +353,7 @@ def resolve_resume(save_dir: Path, *, load: Optional[Path] = None, ckpt_step: Op
         return _resolved(PT_TRACKER, base, trackers.pt_iteration)
     if trackers.txt_raw is not None:
         if trackers.txt_iteration is None:
-            return Resolution(TXT_TRACKER, None, None, False, _reason("not_an_iteration", value=repr(trackers.txt_raw.strip())))
+            return Resolution(TXT_TRACKER, None, None, False, _reason("not_an_iteration", value=trackers.txt_raw))
         return _resolved(TXT_TRACKER, base, trackers.txt_iteration)
     # No tracker: Bridge starts from scratch (a fresh run), which is loadable only if nothing
     # was ever saved here (otherwise progress would be silently thrown away).
@@ -301,6 +363,8 @@ def resolve_resume(save_dir: Path, *, load: Optional[Path] = None, ckpt_step: Op
 
 def _resolved(source: str, base: Path, iteration: int) -> Resolution:
     path = base / iter_dirname(iteration)
+    if _link_escapes(path, base):
+        return Resolution(source, iteration, str(path), False, _reason("iter_link_outside"))
     if not path.is_dir():
         return Resolution(source, iteration, str(path), False, _reason("dir_missing"))
     info = inspect_iter_dir(path)
@@ -341,10 +405,12 @@ class CheckpointReport:
 
 
 def read_journal(stamp_dir: Path) -> Optional[dict[str, Any]]:
+    data = probe_read(Path(stamp_dir) / JOURNAL_NAME, JOURNAL_MAX, nofollow=True).data
     try:
-        return json.loads((Path(stamp_dir) / JOURNAL_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        value = json.loads(data.decode("utf-8")) if data is not None else None
+    except (ValueError, RecursionError):
         return None
+    return value if isinstance(value, dict) else None
 
 
 def list_checkpoints(save_dir: str | Path, log_path: str | Path | list | None = None) -> CheckpointReport:

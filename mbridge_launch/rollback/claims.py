@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from mbridge_launch.base.atomic import atomic_write_text
+from mbridge_launch.base.atomic import OutputNotRegular, atomic_write_text
 from mbridge_launch.base.i18n import t
 
 CLAIM_NAME = ".mbridge-launch-claim.json"
@@ -155,8 +155,12 @@ def read_claim(save_dir: str | Path) -> Optional[Claim]:
 
 def write_claim(save_dir: str | Path, claim: Claim) -> Path:
     """Write (or replace) the claim atomically, mode 0644. A symlink in its place is replaced by
-    the file itself (os.replace renames over the link; its target is never written)."""
-    return atomic_write_text(claim_path(save_dir), claim.to_json(), mode=0o644)
+    the file itself (os.replace renames over the link; its target is never written); a directory,
+    FIFO or device there is refused as an OSError, which the caller reports as a failed write."""
+    try:
+        return atomic_write_text(claim_path(save_dir), claim.to_json(), mode=0o644, exact_mode=True, replace_links=True)
+    except OutputNotRegular as exc:
+        raise OSError(errno.EEXIST, exc.render()) from None
 
 
 def claim_owner(claim: Claim, state: str = "", relation: str = "same") -> Owner:

@@ -56,16 +56,15 @@ from mbridge_launch.rollback.checkpoints import (
     inspect_iter_dir,
     iter_dirname,
     iter_dirs,
-    read_journal,
     read_trackers,
     rolled_back_dirs,
 )
 from mbridge_launch.rollback.journal import (
-    JOURNAL_FORMAT,
     LOCK_NAME,
     SaveDirLock,
     crash_point,
     file_sha,
+    read_tracker,
     remove_stale_temp_files,
     rename_durably,
     restore_file,
@@ -75,6 +74,7 @@ from mbridge_launch.rollback.journal import (
     write_if_changed,
     write_journal,
 )
+from mbridge_launch.rollback.journal_check import JOURNAL_FORMAT, check_journal, load_journal
 
 STARTED, DONE, UNDOING, UNDONE = "started", "done", "undoing", "undone"
 
@@ -108,6 +108,20 @@ def _abs(save_dir: str | Path) -> Path:
     if not path.is_dir():
         raise UserError("ckpt.not_a_dir", path=str(path))
     return path
+
+
+def _refuse_link(path: Path) -> None:
+    """rolled_back/ and its stamp folders are where directories are renamed to: a symbolic link
+    there would move checkpoints (or, on undo, anything) out of or into another tree."""
+    if path.is_symlink():
+        raise UserError("rollback.unsafe_entry", path=str(path), kind=t("file.kind.symlink"))
+
+
+def _stamp_dirs(save: Path) -> list[Path]:
+    _refuse_link(save / ROLLED_BACK_DIR)
+    for stamp_dir in (found := rolled_back_dirs(save)):
+        _refuse_link(stamp_dir)
+    return found
 
 
 def _describe_tracker(save_dir: Path) -> dict[str, Optional[str]]:
@@ -170,8 +184,8 @@ def _plan(save: Path, to_iter: int, pending: Optional[list[str]] = None) -> Roll
     newer = [p.name for i, p in sorted(iter_dirs(save).items(), reverse=True) if i > to_iter]
     before = _describe_tracker(save)
     trackers = read_trackers(save)
-    target_state = (target / TRAIN_STATE).read_bytes()
-    pt_ok = (save / PT_TRACKER).is_file() and (save / PT_TRACKER).read_bytes() == target_state
+    target_state = read_tracker(target / TRAIN_STATE)
+    pt_ok = target_state is not None and read_tracker(save / PT_TRACKER) == target_state
     txt_ok = trackers.txt_raw is not None and trackers.txt_raw.strip() == str(to_iter)
     changes = {}
     if not pt_ok:
@@ -186,11 +200,12 @@ def _plan(save: Path, to_iter: int, pending: Optional[list[str]] = None) -> Roll
 def _execute(save: Path, plan: RollbackResult, ledger: Any, run_id: Optional[int],
              trigger: Optional[dict[str, Any]], dir_times_ns: tuple[int, int]) -> RollbackResult:
     parent = save / ROLLED_BACK_DIR
+    _refuse_link(parent)
     parent_existed = parent.is_dir()
     parent_times = (os.stat(parent).st_atime_ns, os.stat(parent).st_mtime_ns) if parent_existed else None
     stamp = unique_stamp(parent)
     stamp_dir = parent / stamp
-    target_state = (save / iter_dirname(plan.to_iter) / TRAIN_STATE).read_bytes()
+    target_state = read_tracker(save / iter_dirname(plan.to_iter) / TRAIN_STATE) or b""
     moved_meta = []
     for name in plan.moved:
         st = os.stat(save / name)
@@ -204,6 +219,7 @@ def _execute(save: Path, plan: RollbackResult, ledger: Any, run_id: Optional[int
         "save_dir_atime_ns": dir_times_ns[0], "save_dir_mtime_ns": dir_times_ns[1],
         "rolled_back_existed": parent_existed, "rolled_back_times_ns": parent_times, "run_id": run_id, "trigger": trigger, "history": [],
     }
+    check_journal({**journal, "state": STARTED}, stamp_dir)  # refuse (a tracker's mode) before any change
     stamp_dir.mkdir(parents=True)
     journal = write_journal(stamp_dir, journal, STARTED)
     crash_point("journal_written")
@@ -230,7 +246,7 @@ def _roll_forward(save: Path, stamp_dir: Path, journal: dict[str, Any]) -> dict[
     if not info.complete:  # only possible if someone damaged it between crash and recovery
         raise _target_not_loadable(info, to_iter, save)
     before = journal["trackers_before"]
-    write_if_changed(save / PT_TRACKER, (target / TRAIN_STATE).read_bytes(),
+    write_if_changed(save / PT_TRACKER, read_tracker(target / TRAIN_STATE) or b"",
                      before[PT_TRACKER].get("mode", 0o644))
     crash_point("pt_written")
     write_if_changed(save / TXT_TRACKER, str(to_iter).encode(), before[TXT_TRACKER].get("mode", 0o644))
@@ -250,8 +266,8 @@ def _roll_forward(save: Path, stamp_dir: Path, journal: dict[str, Any]) -> dict[
 # ---------------------------------------------------------------------- undo
 def _done_journals(save: Path) -> list[tuple[Path, dict[str, Any]]]:
     found = []
-    for stamp_dir in rolled_back_dirs(save):
-        journal = read_journal(stamp_dir)
+    for stamp_dir in _stamp_dirs(save):
+        journal = load_journal(stamp_dir)
         if journal and journal.get("state") == DONE:
             found.append((stamp_dir, journal))
     return sorted(found, key=lambda item: item[1].get("created_ns", 0))
@@ -260,7 +276,7 @@ def _done_journals(save: Path) -> list[tuple[Path, dict[str, Any]]]:
 def undo(save_dir: str | Path, *, stamp: Optional[str] = None, dry_run: bool = False, ledger: Any = None) -> UndoResult:
     save = _abs(save_dir)
     if dry_run:
-        stamp_dir, journal = _undo_target(save, stamp, ledger)
+        stamp_dir, journal = _undo_target(save, stamp, ledger, write=False)
         _check_undo(save, stamp_dir, journal)
         return UndoResult(str(save), journal["stamp"], journal["to_iter"], [m["name"] for m in journal["moved"]], True)
     if not interrupted_stamps(save):  # refuse before the lock file touches the directory
@@ -279,11 +295,18 @@ def undo(save_dir: str | Path, *, stamp: Optional[str] = None, dry_run: bool = F
                       recovered=recovered)
 
 
-def _undo_target(save: Path, stamp: Optional[str], ledger: Any) -> tuple[Path, dict[str, Any]]:
+def _undo_target(save: Path, stamp: Optional[str], ledger: Any, *, write: bool = True) -> tuple[Path, dict[str, Any]]:
+    """The journal to undo; `write=False` (a dry run) uses the ledger's copy of a lost journal
+    without putting it back on disk."""
     done = _done_journals(save)
     if not done and ledger is not None:
-        _rewrite_journal_from_ledger(save, ledger)
-        done = _done_journals(save)
+        found = _ledger_journal(save, ledger)
+        if found is not None and write:
+            write_journal(*found, DONE)
+            done = _done_journals(save)
+        elif found is not None:
+            check_journal(found[1], found[0])
+            done = [found]
     if not done:
         raise UserError("rollback.nothing_to_undo", path=str(save))
     newest_dir, newest = done[-1]
@@ -294,13 +317,16 @@ def _undo_target(save: Path, stamp: Optional[str], ledger: Any) -> tuple[Path, d
     raise UserError("rollback.no_such_stamp", stamp=stamp, valid=", ".join(d.name for d, _ in done))
 
 
-def _rewrite_journal_from_ledger(save: Path, ledger: Any) -> None:
-    """The journal file was lost but the ledger kept a copy: put it back if its folder is intact."""
+def _ledger_journal(save: Path, ledger: Any) -> Optional[tuple[Path, dict[str, Any]]]:
+    """The journal file was lost but the ledger kept a copy: it, if its folder is intact."""
     for record in reversed(ledger.rollbacks(save_dir=save)):
+        if not isinstance(record.stamp, str) or "/" in record.stamp or record.stamp in ("", ".", ".."):
+            continue  # a ledger row is data too: only a plain folder name inside rolled_back/
         stamp_dir = save / ROLLED_BACK_DIR / record.stamp
+        _refuse_link(stamp_dir)
         if record.state == DONE and stamp_dir.is_dir() and not (stamp_dir / JOURNAL_NAME).exists():
-            write_journal(stamp_dir, record.journal, DONE)
-            return
+            return stamp_dir, record.journal
+    return None
 
 
 def _check_undo(save: Path, stamp_dir: Path, journal: dict[str, Any]) -> None:
@@ -362,8 +388,8 @@ def _restore_save_mtime(save: Path, journal: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------- recovery
 def interrupted_stamps(save_dir: str | Path) -> list[str]:
     out = []
-    for stamp_dir in rolled_back_dirs(Path(save_dir)):
-        journal = read_journal(stamp_dir)
+    for stamp_dir in _stamp_dirs(Path(save_dir)):
+        journal = load_journal(stamp_dir)
         if journal is None and not iter_dirs(stamp_dir):
             out.append(stamp_dir.name)
         elif journal and journal.get("state") in (STARTED, UNDOING):
@@ -375,11 +401,11 @@ def recover_locked(save: Path, ledger: Any = None) -> list[str]:
     """Finish whatever a crash interrupted (the caller holds the lock). Returns the stamps handled."""
     handled = []
     remove_stale_temp_files(save, (PT_TRACKER, TXT_TRACKER))
-    for stamp_dir in rolled_back_dirs(save):
-        journal = read_journal(stamp_dir)
+    for stamp_dir in _stamp_dirs(save):
+        journal = load_journal(stamp_dir)
         if journal is None:
             if not iter_dirs(stamp_dir):  # crashed while writing the first journal: nothing changed
-                _remove_stamp_dir(save, stamp_dir, parent_existed=len(rolled_back_dirs(save)) > 1)
+                _remove_stamp_dir(save, stamp_dir, parent_existed=len(_stamp_dirs(save)) > 1)
                 handled.append(stamp_dir.name)
             continue
         state = journal.get("state")
@@ -402,7 +428,7 @@ def recover(save_dir: str | Path, ledger: Any = None) -> list[str]:
         if (save / LOCK_NAME).exists():  # left by a crash: take it (fails if really held) and drop it
             SaveDirLock(save).acquire().release()
         return []
-    undoing = [read_journal(save / ROLLED_BACK_DIR / s) for s in pending]
+    undoing = [load_journal(save / ROLLED_BACK_DIR / s) for s in pending]
     with SaveDirLock(save):
         handled = recover_locked(save, ledger)
     finished_undos = [j for j in undoing if j and j.get("state") == UNDOING]

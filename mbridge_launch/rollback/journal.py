@@ -7,7 +7,10 @@ holding the lock (so a rollback then undo leaves no trace in the tree), and a pr
 the old inode just before must not believe it holds the lock.
 
 Journal: `SAVE/rolled_back/<stamp>/ROLLBACK.json`, always rewritten whole by temp + fsync + rename,
-written BEFORE the first change so that a crash at any later point can be finished.
+written BEFORE the first change so that a crash at any later point can be finished. Anyone who can
+write the save directory can write a journal, so it is read as data (load_journal): opened without
+following a link, size-bounded, and every field checked against what write_journal puts there
+before the engine moves a directory or writes a tracker from it.
 """
 
 from __future__ import annotations
@@ -23,11 +26,19 @@ from typing import Any, Optional
 
 from mbridge_launch.base.atomic import atomic_write_bytes, fsync_dir
 from mbridge_launch.base.errors import CheckFailed, UserError
-from mbridge_launch.base.locks import try_lock
+from mbridge_launch.base.locks import open_lock, try_lock
 from mbridge_launch.rollback.checkpoints import JOURNAL_NAME
+from mbridge_launch.rollback.journal_check import (
+    TRACKER_MAX_BYTES,
+    TRACKER_MODE_BITS,
+    BadField,
+    check_journal,
+    read_bounded,
+    read_bounded_stat,
+)
 
 LOCK_NAME = ".mbridge-launch.lock"
-JOURNAL_FORMAT = 1
+HOLDER_MAX_BYTES = 512
 CRASH_ENV = "MBL_ROLLBACK_CRASH_AFTER"
 PAUSE_ENV = "MBL_ROLLBACK_PAUSE_AFTER"  # with MBL_ROLLBACK_PAUSE_FILE: the concurrency tests' barrier
 PAUSE_FILE_ENV = "MBL_ROLLBACK_PAUSE_FILE"
@@ -52,11 +63,23 @@ class SaveDirLock:
         self.fd: Optional[int] = None
         self.dir_times_ns: tuple[int, int] = (0, 0)
 
-    def _holder(self) -> str:
+    @staticmethod
+    def _holder(fd: int) -> str:
+        """The holder line, read through our own descriptor (never through the name)."""
         try:
-            return self.path.read_text(encoding="utf-8").strip() or "?"
+            return os.pread(fd, HOLDER_MAX_BYTES, 0).decode("utf-8", "replace").strip() or "?"
         except OSError:
             return "?"
+
+    @staticmethod
+    def _write_holder(fd: int) -> None:
+        """Only a file no bigger than a holder line is rewritten: the lock file is a regular file
+        with one name (open_lock), and anything larger is not one this tool wrote."""
+        if os.fstat(fd).st_size > HOLDER_MAX_BYTES:
+            return
+        os.ftruncate(fd, 0)
+        line = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+        os.pwrite(fd, line.encode()[:HOLDER_MAX_BYTES], 0)
 
     def acquire(self) -> "SaveDirLock":
         # The directory's times before the lock file touched them (undo restores them).
@@ -64,7 +87,7 @@ class SaveDirLock:
         self.dir_times_ns = (st.st_atime_ns, st.st_mtime_ns)
         for _ in range(20):
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = open_lock(self.path)
             except OSError as exc:
                 raise UserError("rollback.lock_failed", path=str(self.path), reason=exc.strerror or str(exc)) from None
             try:
@@ -73,20 +96,20 @@ class SaveDirLock:
                 os.close(fd)
                 raise UserError("rollback.lock_failed", path=str(self.path), reason=exc.strerror or str(exc)) from None
             if not taken:
+                holder = self._holder(fd)
                 os.close(fd)
-                raise CheckFailed("rollback.locked", path=str(self.path.parent), holder=self._holder())
+                raise CheckFailed("rollback.locked", path=str(self.path.parent), holder=holder)
             try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+                same = os.lstat(self.path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
                 same = False
             if not same:  # unlinked by the previous holder after we opened it: try again
                 os.close(fd)
                 continue
-            os.ftruncate(fd, 0)
-            os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+            self._write_holder(fd)
             self.fd = fd
             return self
-        raise CheckFailed("rollback.locked", path=str(self.path.parent), holder=self._holder())
+        raise CheckFailed("rollback.locked", path=str(self.path.parent), holder="?")
 
     def release(self) -> None:
         if self.fd is None:
@@ -110,17 +133,29 @@ def sha256(data: bytes) -> str:
 
 
 def snapshot_file(path: Path) -> dict[str, Any]:
-    """Everything needed to put a small file back exactly: bytes, mode, mtime."""
+    """Everything needed to put a small file back exactly: bytes, mode, mtime. Read without
+    following a link and within TRACKER_MAX_BYTES: a tracker linked to /proc/self/environ must
+    not be copied into the journal."""
     try:
-        data = path.read_bytes()
-        st = os.stat(path)
-    except FileNotFoundError:
+        found = read_bounded_stat(path, TRACKER_MAX_BYTES)
+    except BadField as bad:
+        raise _tracker_error(path, bad) from None
+    if found is None:
         return {"present": False}
+    data, st = found
     return {"present": True, "b64": base64.b64encode(data).decode("ascii"), "sha256": sha256(data),
             "mode": st.st_mode & 0o7777, "mtime_ns": st.st_mtime_ns, "atime_ns": st.st_atime_ns}
 
 
+def _tracker_error(path: Path, bad: BadField) -> UserError:
+    from mbridge_launch.base.i18n import t
+
+    return UserError("rollback.tracker_unsafe", path=str(path), reason=t(bad.reason_key, **bad.params))
+
+
 def restore_file(path: Path, snap: dict[str, Any]) -> None:
+    """Put a tracker back from a checked snapshot (journal_check): the recorded bytes and mode on a
+    regular file (atomic_write refuses a link or device at the tracker's name)."""
     if not snap.get("present"):
         try:
             os.unlink(path)
@@ -129,36 +164,38 @@ def restore_file(path: Path, snap: dict[str, Any]) -> None:
             pass
         return
     data = base64.b64decode(snap["b64"])
-    current = _read(path)
-    if current != data:
-        atomic_write_bytes(path, data, snap.get("mode", 0o644))
+    mode = snap.get("mode", 0o644) & TRACKER_MODE_BITS
+    if read_tracker(path) != data:
+        atomic_write_bytes(path, data, mode, exact_mode=True)
     else:
-        os.chmod(path, snap.get("mode", 0o644))
-    os.utime(path, ns=(snap.get("atime_ns", snap["mtime_ns"]), snap["mtime_ns"]))
+        os.chmod(path, mode)  # _read refused a link: this is the regular file itself
+    os.utime(path, ns=(snap.get("atime_ns", snap["mtime_ns"]), snap["mtime_ns"]), follow_symlinks=False)
 
 
 def file_sha(path: Path) -> Optional[str]:
-    data = _read(path)
+    data = read_tracker(path)
     return sha256(data) if data is not None else None
 
 
-def _read(path: Path) -> Optional[bytes]:
+def read_tracker(path: Path) -> Optional[bytes]:
+    """A tracker's bytes (None when absent), refusing a link, a device or a huge file."""
     try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        return None
+        return read_bounded(Path(path), TRACKER_MAX_BYTES)
+    except BadField as bad:
+        raise _tracker_error(Path(path), bad) from None
 
 
 def write_if_changed(path: Path, data: bytes, mode: int) -> None:
     """Idempotent tracker write (recovery may repeat it)."""
-    if _read(path) != data:
-        atomic_write_bytes(path, data, mode)
+    if read_tracker(path) != data:
+        atomic_write_bytes(path, data, mode & TRACKER_MODE_BITS, exact_mode=True)
 
 
 def write_journal(stamp_dir: Path, journal: dict[str, Any], state: str) -> dict[str, Any]:
     journal = dict(journal)
     journal["state"] = state
     journal["history"] = [*journal.get("history", []), {"state": state, "at": time.time()}]
+    check_journal(journal, Path(stamp_dir))  # never write one that load_journal would refuse
     atomic_write_bytes(Path(stamp_dir) / JOURNAL_NAME, (json.dumps(journal, indent=2) + "\n").encode("utf-8"))
     return journal
 

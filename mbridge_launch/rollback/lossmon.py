@@ -110,7 +110,9 @@ def parse_log(lines: Iterable[str], loss_key: str = DEFAULT_LOSS_KEY) -> list[Lo
 
 
 def read_log(path: str | Path, loss_key: str = DEFAULT_LOSS_KEY) -> list[LogRecord]:
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    from mbridge_launch.base.files import open_regular_text
+
+    with open_regular_text(path, "log") as handle:  # a FIFO or device: one line, never a hang
         return parse_log(handle, loss_key)
 
 
@@ -226,9 +228,12 @@ class LogFollower:
         self._from_start = from_start
 
     def _open(self) -> bool:
-        try:
-            handle = open(self.path, encoding="utf-8", errors="replace", newline="")
-        except OSError:
+        from mbridge_launch.base.errors import UserError
+        from mbridge_launch.base.files import open_regular_text
+
+        try:  # non-blocking open, regular files only: a FIFO log path cannot hang the follower
+            handle = open_regular_text(self.path, "log", newline="")
+        except (OSError, UserError):
             return False
         self._handle = handle
         self._inode = os.fstat(handle.fileno()).st_ino

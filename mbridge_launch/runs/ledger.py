@@ -58,6 +58,8 @@ LEDGER_FILENAME = "ledger.sqlite3"
 # the confirmation method of the watcher's rollbacks and resubmissions (consent: plan.auto_rollback)
 AUTO_ROLLBACK_METHOD = "auto-rollback"
 BUSY_TIMEOUT_MS = 15_000
+# the wait for another command's write lock; tests set a short one (a whole number of ms)
+BUSY_TIMEOUT_ENV = "MBRIDGE_LAUNCH_LEDGER_BUSY_MS"
 
 _NETWORK_FS = {"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "beegfs", "fuse.sshfs", "ceph", "fuse.glusterfs", "wekafs"}
 
@@ -96,6 +98,32 @@ def filesystem_type(path: Path) -> str:
     return best_type
 
 
+def _busy_timeout_ms() -> int:
+    from mbridge_launch.base.numbers import whole_or_none
+
+    return whole_or_none(os.environ.get(BUSY_TIMEOUT_ENV, ""), high=3_600_000) or BUSY_TIMEOUT_MS
+
+
+def _named(exc: UserError, path: Path) -> UserError:
+    """The migration's own refusal (a newer schema), with the ledger's file named."""
+    if exc.key == "ledger.schema_too_new":
+        return UserError(exc.key, path=str(path), found=exc.params.get("found"), supported=exc.params.get("supported"))
+    return exc
+
+
+def _open_error(exc: sqlite3.DatabaseError, path: Path, busy_ms: int) -> UserError:
+    """What SQLite's refusal means for the user: locked by another command (exit 1, wait), not an
+    SQLite file (corrupt: move it aside), or a database of something else (another schema)."""
+    from mbridge_launch.base.errors import EXIT_CHECK_FAILED
+    from mbridge_launch.base.i18n import t
+
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return UserError("ledger.locked", exit_code=EXIT_CHECK_FAILED, path=str(path), seconds=f"{busy_ms / 1000:g}")
+    kind = "foreign" if isinstance(exc, sqlite3.OperationalError) else "corrupt"
+    return UserError("ledger.cannot_open", path=str(path), reason=t(f"ledger.reason.{kind}", error=text))
+
+
 @dataclass
 class Ledger:
     path: Path
@@ -106,22 +134,26 @@ class Ledger:
     @classmethod
     def open(cls, path: str | Path | None = None) -> "Ledger":
         path = Path(path).expanduser() if path else default_ledger_path()
+        busy_ms = _busy_timeout_ms()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn = sqlite3.connect(str(path), timeout=busy_ms / 1000, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise UserError("ledger.cannot_open", path=str(path), reason=str(exc)) from None
         conn.row_factory = sqlite3.Row
         try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             wanted = "delete" if filesystem_type(path.parent) in _NETWORK_FS else "wal"
             mode = conn.execute(f"PRAGMA journal_mode = {wanted}").fetchone()[0]
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
             migrate(conn)
+        except UserError as exc:
+            conn.close()
+            raise _named(exc, path) from None
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise UserError("ledger.cannot_open", path=str(path), reason=str(exc)) from None
+            raise _open_error(exc, path, busy_ms) from None
         return cls(path=path, conn=conn, journal_mode=str(mode).lower())
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 HELP = "help.estimate"
+MAX_MTP_LAYERS = 64  # multi-token prediction depth: DeepSeek-V3 uses 1; 10^20 gave a 2e18 s step
 
 _MODEL_RULES = ("RULE_TP_KV_HEADS", "RULE_TP_HEADS", "RULE_TP_FFN", "RULE_EP_EXPERTS", "RULE_EP_DENSE", "RULE_PP_LAYERS",
                 "RULE_PP_UNEVEN")
@@ -14,35 +15,36 @@ _MODEL_RULES = ("RULE_TP_KV_HEADS", "RULE_TP_HEADS", "RULE_TP_FFN", "RULE_EP_EXP
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
+    from mbridge_launch.cli.options import int_arg
 
     parser.add_argument("--model", help=t("help.common.model"))
     parser.add_argument("--gpu-type", default="h100", help=t("help.common.gpu_type"))
-    parser.add_argument("--gpus", type=int, required=True, help=t("help.common.gpus"))
-    parser.add_argument("--tp", type=int, default=1, help=t("help.estimate.tp"))
-    parser.add_argument("--pp", type=int, default=1, help=t("help.estimate.pp"))
-    parser.add_argument("--vp", type=int, help=t("help.estimate.vp"))
-    parser.add_argument("--cp", type=int, default=1, help=t("help.estimate.cp"))
-    parser.add_argument("--ep", type=int, default=1, help=t("help.estimate.ep"))
-    parser.add_argument("--etp", type=int, help=t("help.estimate.etp"))
-    parser.add_argument("--mbs", type=int, default=1, help=t("help.estimate.mbs"))
-    parser.add_argument("--gbs", type=int, help=t("help.estimate.gbs"))
-    parser.add_argument("--seq-length", type=int, default=4096, help=t("help.estimate.seq_length"))
+    parser.add_argument("--gpus", type=int_arg(), required=True, help=t("help.common.gpus"))
+    parser.add_argument("--tp", type=int_arg(), default=1, help=t("help.estimate.tp"))
+    parser.add_argument("--pp", type=int_arg(), default=1, help=t("help.estimate.pp"))
+    parser.add_argument("--vp", type=int_arg(), help=t("help.estimate.vp"))
+    parser.add_argument("--cp", type=int_arg(), default=1, help=t("help.estimate.cp"))
+    parser.add_argument("--ep", type=int_arg(), default=1, help=t("help.estimate.ep"))
+    parser.add_argument("--etp", type=int_arg(), help=t("help.estimate.etp"))
+    parser.add_argument("--mbs", type=int_arg(), default=1, help=t("help.estimate.mbs"))
+    parser.add_argument("--gbs", type=int_arg(), help=t("help.estimate.gbs"))
+    parser.add_argument("--seq-length", type=int_arg(), default=4096, help=t("help.estimate.seq_length"))
     parser.add_argument("--precision", default="bf16", help=t("help.common.precision"))
     parser.add_argument("--goal", default="pretrain", help=t("help.common.goal"))
     parser.add_argument("--fsdp", action="store_true", help=t("help.estimate.fsdp"))
     parser.add_argument("--bf16-grads", action="store_true",
                         help=t("help.common.bf16_grads"))
     parser.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help=t("help.estimate.recompute"))
-    parser.add_argument("--recompute-layers", type=int, metavar="N",
+    parser.add_argument("--recompute-layers", type=int_arg(), metavar="N",
                         help=t("help.estimate.recompute_layers"))
     parser.add_argument("--cp-comm-type", choices=("p2p", "a2a", "a2a+p2p", "allgather"), help=t("help.estimate.cp_comm_type"))
     parser.add_argument("--no-sp", action="store_true", help=t("help.estimate.no_sp"))
     parser.add_argument("--uneven-pp", action="store_true",
                         help=t("help.estimate.uneven_pp"))
     parser.add_argument("--pp-layout", metavar="LAYOUT", help=t("help.estimate.pp_layout"))
-    parser.add_argument("--first-stage-layers", type=int, metavar="N", help=t("help.estimate.first_stage_layers"))
-    parser.add_argument("--last-stage-layers", type=int, metavar="N", help=t("help.estimate.last_stage_layers"))
-    parser.add_argument("--mtp-layers", type=int, help=t("help.estimate.mtp_layers"))
+    parser.add_argument("--first-stage-layers", type=int_arg(), metavar="N", help=t("help.estimate.first_stage_layers"))
+    parser.add_argument("--last-stage-layers", type=int_arg(), metavar="N", help=t("help.estimate.last_stage_layers"))
+    parser.add_argument("--mtp-layers", type=int_arg(0, MAX_MTP_LAYERS), help=t("help.estimate.mtp_layers"))
     parser.add_argument("--moe-token-drop", action="store_true", help=t("help.estimate.moe_token_drop"))
     parser.add_argument("--tokens", help=t("help.common.tokens"))
     parser.add_argument("--hf-config", help=t("help.common.hf_config"))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -12,6 +13,17 @@ from mbridge_launch.cli.main import add_common
 
 HELP = "help.logs"
 REFRESH_S = 5.0  # at most this long between two Slurm queries while following
+POLL_FLOOR_S = 0.05  # a poll reads the log files: cheap, but --poll 0 spun a core
+SLURM_FLOOR_S = 0.5  # squeue and sacct at most this often (--poll 0 asked 21 times a second)
+
+
+def poll_seconds(value: float, floor: float = POLL_FLOOR_S) -> float:
+    """--poll as given, if finite and at least `floor` (nan, inf and negatives crashed sleep)."""
+    from mbridge_launch.base.errors import UserError
+
+    if not math.isfinite(value) or value < floor:
+        raise UserError("cli.poll_invalid", value=f"{value:g}", floor=f"{floor:g}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,12 +41,13 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.rollback.lossmon import LogFollower
     from mbridge_launch.runs.operations import open_ledger, refresh, run_log_paths
 
+    poll_seconds(args.poll)
     with open_ledger(args.ledger) as ledger:
         record = ledger.get_run(args.run)
         followers: dict[str, LogFollower] = {}
         last_check = 0.0
         finishing = False
-        refresh_s = max(args.poll, min(REFRESH_S, args.poll * 5))  # Slurm is asked every few polls
+        refresh_s = max(SLURM_FLOOR_S, args.poll, min(REFRESH_S, args.poll * 5))  # Slurm: every few polls
         while True:
             paths = run_log_paths(record)
             if not paths and not args.follow:

@@ -25,19 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
-    from mbridge_launch.plan.model import load_plan
+    from mbridge_launch.plan.model import load_plan, read_plan_text
     from mbridge_launch.preflight.render import render_text
     from mbridge_launch.preflight.runner import default_progress_stream, run_preflight
 
     plan = load_plan(args.plan)  # UserError (exit 2) for an unreadable or invalid Plan
-    try:
-        plan_text = Path(args.plan).read_text(encoding="utf-8")
-    except OSError:
-        plan_text = None
+    plan_text = read_plan_text(args.plan)
     from mbridge_launch.runs.ownership import preflight_callback
 
     report = run_preflight(

@@ -11,12 +11,13 @@ DEFAULT_TIME = "04:00:00"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
+    from mbridge_launch.cli.options import int_arg
 
     parser.add_argument("--model", help=t("help.recommend.model"))
-    parser.add_argument("--gpus", type=int, help=t("help.recommend.gpus"))
+    parser.add_argument("--gpus", type=int_arg(), help=t("help.recommend.gpus"))
     parser.add_argument("--gpu-type", default="h100", help=t("help.common.gpu_type"))
-    parser.add_argument("--goal", default="pretrain", help=t("help.common.goal"))
-    parser.add_argument("--seq-length", type=int, help=t("help.recommend.seq_length"))
+    parser.add_argument("--goal", help=t("help.common.goal"))  # None: pretrain (told apart from --smoke-test's)
+    parser.add_argument("--seq-length", type=int_arg(), help=t("help.recommend.seq_length"))
     parser.add_argument("--benchmark", action="store_true", help=t("help.recommend.benchmark"))
     parser.add_argument("--precision", help=t("help.recommend.precision"))
     parser.add_argument("--dataset", help=t("help.recommend.dataset"))
@@ -43,6 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
+def _refuse_smoke_conflicts(args: argparse.Namespace) -> None:
+    """--smoke-test is a short pretraining run: another --goal contradicts it (it was ignored)."""
+    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.knowledge.vocabulary import normalize_goal
+
+    if args.goal is not None and normalize_goal(args.goal) != "pretrain":
+        raise UserError("recommend.smoke_test_conflict", flag="--goal", value=args.goal)
+
+
 def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.errors import UserError
     from mbridge_launch.base.i18n import t
@@ -58,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
 
     if args.smoke_test:
+        _refuse_smoke_conflicts(args)
         model, goal, dataset = args.model or smoke.SMOKE_TEST_MODEL, "pretrain", args.dataset or "mock"
     else:
         if not args.model:

@@ -62,13 +62,11 @@ def _print_plan(plan, file=None) -> None:
 
 def _parse_iter(value: str | None) -> int:
     from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.numbers import MAX_ITERATION, field_whole
 
     if value is None:
         raise UserError("rollback.need_to")
-    text = value.strip()
-    if not text.isdigit():
-        raise UserError("rollback.bad_iter", value=value)
-    return int(text)
+    return field_whole("--to", value, 0, MAX_ITERATION)
 
 
 MAX_SKIPPED = 100_000  # a typo such as 1-10000000 must not build a ten-million-entry override
@@ -77,6 +75,7 @@ MAX_SKIPPED = 100_000  # a typo such as 1-10000000 must not build a ten-million-
 def _parse_skip_iters(value: str | None) -> list[int]:
     """'25,30-32' -> [25, 30, 31, 32]."""
     from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.numbers import MAX_ITERATION, whole_or_none
 
     if value is None:
         return []
@@ -84,9 +83,10 @@ def _parse_skip_iters(value: str | None) -> list[int]:
     for part in value.split(","):
         text = part.strip()
         low, dash, high = text.partition("-")
-        if not low.strip().isdigit() or (dash and not high.strip().isdigit()):
+        first = whole_or_none(low, MAX_ITERATION)
+        last = whole_or_none(high, MAX_ITERATION) if dash else first
+        if first is None or last is None:
             raise UserError("rollback.bad_skip_iters", value=value, part=text)
-        first, last = int(low), int(high) if dash else int(low)
         if last < first or len(found) + last - first + 1 > MAX_SKIPPED:
             raise UserError("rollback.bad_skip_iters", value=value, part=text)
         found.update(range(first, last + 1))
@@ -94,13 +94,24 @@ def _parse_skip_iters(value: str | None) -> list[int]:
 
 
 def _parse_seed(value: str | None) -> int | None:
-    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.numbers import MAX_SEED, field_whole
 
     if value is None:
         return None
-    if not value.strip().isdigit():
-        raise UserError("rollback.bad_seed", value=value)
-    return int(value.strip())
+    return field_whole("--seed", value, 0, MAX_SEED)
+
+
+# pairs of flags that ask for two different operations (the first one given would silently win)
+CONFLICTS = (("--undo", "--to"), ("--recover", "--to"), ("--undo", "--recover"))
+
+
+def _check_conflicts(args) -> None:
+    from mbridge_launch.base.errors import UserError
+
+    given = {"--undo": args.undo is not None, "--to": args.to is not None, "--recover": args.recover}
+    for first, second in CONFLICTS:
+        if given[first] and given[second]:
+            raise UserError("rollback.flags_conflict", first=first, second=second)
 
 
 def _check_resubmit_args(args) -> tuple[list[int], int | None]:
@@ -207,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.rollback import engine as rb
     from mbridge_launch.runs.operations import confirm, open_ledger, resolve_target
 
+    _check_conflicts(args)
     skips, seed = _check_resubmit_args(args)
     with open_ledger(args.ledger) as ledger:
         target = resolve_target(args.target, ledger)
@@ -215,6 +227,11 @@ def run(args: argparse.Namespace) -> int:
 
         ref = sh(target.run.name if target.run else str(target.save_dir))  # copy-pasteable in the hint
 
+        if args.recover and args.dry_run:  # what would be finished; nothing (not even the lock) is touched
+            pending = rb.interrupted_stamps(str(target.save_dir))  # resolve_target needs one
+            print(t("rollback.recover_dry_run", stamps=", ".join(pending), count=len(pending), path=target.save_dir)
+                  if pending else t("rollback.nothing_to_recover", path=target.save_dir))
+            return 0
         if args.recover:
             handled = rb.recover(target.save_dir, ledger)
             print(t("rollback.recovered", stamps=", ".join(handled), count=len(handled)) if handled

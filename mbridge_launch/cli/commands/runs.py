@@ -11,16 +11,17 @@ from mbridge_launch.cli.main import add_common
 
 HELP = "help.runs"
 REPAIRS = ("adopt", "mark-lost", "forget")
+MAX_LIMIT = 10**9  # 0 means all; beyond 2**63 SQLite overflowed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
-    from mbridge_launch.cli.options import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument, int_arg
 
     parser.add_argument("--active", action="store_true", help=t("help.runs.active"))
     parser.add_argument("--all", action="store_true", help=t("help.runs.all"))
     parser.add_argument("--name", help=t("help.runs.name"))
-    parser.add_argument("--limit", type=int, default=50, help=t("help.runs.limit"))
+    parser.add_argument("--limit", type=int_arg(0, MAX_LIMIT), default=50, help=t("help.runs.limit"))
     parser.add_argument("--no-refresh", action="store_true", help=t("help.runs.no_refresh"))
     add_ledger_argument(parser)
     add_common(parser)

@@ -102,13 +102,13 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.output import print_json
     from mbridge_launch.executors import load_executor
     from mbridge_launch.gate.submit import GateOptions, submit_gated
-    from mbridge_launch.plan.model import load_plan
+    from mbridge_launch.plan.model import load_plan, read_plan_text
 
     if args.workdir is not None:
         raise UserError("submit.workdir_removed", value=args.workdir)
     load_executor(args.executor)  # a missing extra (nemo-run, submitit) is one line now, not after preflight
     plan = load_plan(args.plan)
-    plan_text = Path(args.plan).read_text(encoding="utf-8")
+    plan_text = read_plan_text(args.plan)
     if args.dry_run:
         return _dry_run(plan, args, plan_text)
     options = GateOptions(executor=args.executor, yes=args.yes, force=args.force, reason=args.reason,

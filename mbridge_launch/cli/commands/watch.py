@@ -51,10 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.output import print_json
+    from mbridge_launch.cli.commands.logs import poll_seconds
     from mbridge_launch.gate.submit import auto_resubmit
     from mbridge_launch.runs.operations import open_ledger
     from mbridge_launch.watch.watcher import Terminated, Watcher
 
+    poll_seconds(args.poll)
     with open_ledger(args.ledger) as ledger:
         record = ledger.get_run(args.run)
         act = args.act or record.plan().auto_rollback.enabled
