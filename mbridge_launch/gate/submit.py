@@ -27,6 +27,7 @@ after the scheduler accepted the job; MBL_GATE_INTERRUPT_AT=call|sbatch sends a 
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -87,15 +88,19 @@ class GateResult:
 
 
 def confirmation_threshold(value: Optional[float]) -> float:
-    if value is not None:
-        return value
-    text = os.environ.get(THRESHOLD_ENV)
-    if not text:
-        return DEFAULT_THRESHOLD_GPU_HOURS
-    try:
-        return float(text)
-    except ValueError:
-        raise UserError("gate.threshold_invalid", value=text) from None
+    """--confirm-threshold, else $MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS, else the default: a finite number
+    of GPU-hours from 0 (NaN would make every comparison false: no run would need its name typed)."""
+    if value is None:
+        text = os.environ.get(THRESHOLD_ENV)
+        if not text:
+            return DEFAULT_THRESHOLD_GPU_HOURS
+        try:
+            value = float(text)
+        except ValueError:
+            raise UserError("gate.threshold_invalid", value=text) from None
+    if not math.isfinite(value) or value < 0:
+        raise UserError("gate.threshold_invalid", value=str(value))
+    return value
 
 
 def confirm_submission(plan: Plan, options: GateOptions) -> str:
@@ -162,6 +167,8 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
     script_dir = Path(options.script_dir or Path.cwd()).resolve()
     if options.force and not (options.reason or "").strip():
         raise UserError("gate.force_needs_reason")
+    if options.threshold_gpu_hours is not None:
+        confirmation_threshold(options.threshold_gpu_hours)  # a bad value is bad input even with --yes
     ledger = options.ledger if options.ledger is not None else _open_ledger(options.ledger_path)
     try:
         plan_hash = plan.plan_hash()

@@ -212,3 +212,34 @@ def test_entry_point_is_the_interrupt_safe_one():
     """The console script imports the CLI inside entry(), under its Ctrl-C handling."""
     text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert 'mbridge-launch = "mbridge_launch.__main__:entry"' in text
+
+
+# ---------------------------------------------------------------- flags that were left plain
+def test_preflight_no_cluster_with_on_nodes_refused(tmp_path):
+    """--on-nodes submits a node-check job: with --no-cluster it still called sbatch."""
+    plan = _any_plan(tmp_path)
+    proc = run_cli("preflight", str(plan), "--no-cluster", "--on-nodes")
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["-1", "1001", "²", "9" * 5000])
+def test_watch_max_rollbacks_out_of_range_is_one_line(tmp_path, value):
+    proc = run_cli("watch", "run", "--max-rollbacks", value, "--ledger", str(tmp_path / "l.db"))
+    assert proc.returncode == 2 and "--max-rollbacks" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5"])
+def test_submit_confirm_threshold_nan_inf_negative_refused(tmp_path, value):
+    plan = _any_plan(tmp_path)
+    proc = run_cli("submit", str(plan), "--yes", "--confirm-threshold", value, "--ledger", str(tmp_path / "l.db"),
+                   "--script-dir", str(tmp_path / "s"))
+    assert proc.returncode == 2 and "confirmation threshold" in proc.stderr, proc.stderr
+
+
+def _any_plan(tmp_path):
+    out = tmp_path / "plan.yaml"
+    made = run_cli("recommend", "--model", "llama32_1b", "--gpus", "1", "--dataset", "mock", "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    return out

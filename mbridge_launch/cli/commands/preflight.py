@@ -16,8 +16,10 @@ HELP = "help.preflight"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     parser.add_argument("plan", metavar="PLAN", help=t("help.preflight.plan"))
-    parser.add_argument("--no-cluster", action="store_true", help=t("help.preflight.no_cluster"))
-    parser.add_argument("--on-nodes", action="store_true", help=t("help.preflight.on_nodes"))
+    # --on-nodes submits a job: it cannot go with --no-cluster (which would still have called sbatch)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--no-cluster", action="store_true", help=t("help.preflight.no_cluster"))
+    where.add_argument("--on-nodes", action="store_true", help=t("help.preflight.on_nodes"))
     from mbridge_launch.cli.options import add_ledger_argument
 
     add_ledger_argument(parser)  # whose runs own the checkpoint directory

@@ -34,13 +34,13 @@ HELP = "help.watch"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
-    from mbridge_launch.cli.options import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument, int_arg
 
     parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
     parser.add_argument("--act", action="store_true",
                         help=t("help.watch.act"))
     parser.add_argument("--no-resubmit", action="store_true", help=t("help.watch.no_resubmit"))
-    parser.add_argument("--max-rollbacks", type=int, default=None,
+    parser.add_argument("--max-rollbacks", type=int_arg(0, 1000), default=None,
                         help=t("help.watch.max_rollbacks"))
     parser.add_argument("--poll", type=float, default=2.0, help=t("help.watch.poll"))
     parser.add_argument("--in-job", action="store_true",
