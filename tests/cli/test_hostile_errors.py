@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -152,14 +151,12 @@ def test_locked_ledger_one_line(tmp_path):
     holder.execute("PRAGMA journal_mode = delete")  # as on NFS: an exclusive lock blocks readers too
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        started = time.monotonic()
+        # run_cli's own timeout fails the test if the command waits on the lock instead of answering
         proc = run_cli("runs", "--no-refresh", "--ledger", ledger, env={"MBRIDGE_LAUNCH_LEDGER_BUSY_MS": "200"})
-        elapsed = time.monotonic() - started
     finally:
         holder.rollback()
         holder.close()
     one_error_line(proc, 1, str(ledger), "locked", "run this again")
-    assert elapsed < 30, elapsed
 
 
 # ---------------------------------------------------------------- terminals and stdout

@@ -229,14 +229,12 @@ def test_hostile_symlink_directory_prints_nothing_and_changes_nothing(plan_with_
                 ("checkpoints", str(save)), ("checkpoints", str(save), "--format", "json"),
                 ("rollback", str(save), "--to", "100", "--dry-run")]
     for args in commands:
-        start = time.monotonic()
+        # a hang or a walk of / ends in TIMEOUT (a failure); speed itself is not asserted here
         result = mbl.run(*args, env=env, timeout=TIMEOUT)
-        elapsed = time.monotonic() - start
         assert result.rc in (0, 1, 2), (args, result.rc, result.stderr)
         assert "Traceback" not in result.stderr, result.stderr
         assert marker not in result.stdout + result.stderr and "MBL_TEST_CI_TOKEN" not in result.stdout, args
         assert "\x00" not in result.stdout, args
-        assert elapsed < 20, (args, elapsed)  # a hang or a walk of / would take far longer
         assert lstat_listing(save) == before, args
 
 
