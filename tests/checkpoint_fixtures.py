@@ -68,3 +68,31 @@ def log_line(iteration: int, loss: str, total: int = 1000, nan_iters: int = 0) -
             f"{iteration * 128:>12} | elapsed time per iteration (ms): 812.3 | learning rate: 3.000000E-04 | "
             f"global batch size:   128 | lm loss: {loss} | loss scale: 1.0 | grad norm: 1.234 | "
             f"number of skipped iterations:   0 | number of nan iterations: {nan_iters:>3} |\n")
+
+
+def make_hostile(save: Path) -> Path:
+    """Turn a save directory from make_save_dir (holding iteration 200) into the issue-14
+    acceptance directory full of hostile entries: trackers linked to /proc/self/environ and
+    /dev/zero, an iter_* linked to /, an iter_* FIFO, a FIFO journal, a rolled-back stamp linked
+    to /, and a FIFO .metadata. Used by tests/cli/test_hostile_reads.py and benchmarks/speed.py."""
+    for name in (C.TXT_TRACKER, C.PT_TRACKER):
+        (save / name).unlink()
+    (save / C.TXT_TRACKER).symlink_to("/proc/self/environ")
+    (save / C.PT_TRACKER).symlink_to("/dev/zero")
+    (save / "iter_0000500").symlink_to("/")
+    os.mkfifo(save / "iter_0000700")
+    stamp = save / C.ROLLED_BACK_DIR / "20260101-000000"
+    stamp.mkdir(parents=True)
+    os.mkfifo(stamp / C.JOURNAL_NAME)
+    (save / C.ROLLED_BACK_DIR / "20260102-000000").symlink_to("/")
+    fifo_metadata = save / "iter_0000200" / C.METADATA
+    fifo_metadata.unlink()
+    os.mkfifo(fifo_metadata)
+    return save
+
+
+# The five commands of the acceptance figure, on a Plan whose checkpoint.save is the hostile dir
+def hostile_commands(plan: Path, save: Path) -> list[tuple[str, ...]]:
+    return [("preflight", str(plan), "--no-cluster"), ("preflight", str(plan), "--no-cluster", "--format", "json"),
+            ("checkpoints", str(save)), ("checkpoints", str(save), "--format", "json"),
+            ("rollback", str(save), "--to", "100", "--dry-run")]

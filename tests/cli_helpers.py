@@ -96,3 +96,13 @@ def recommend_answer(capsys, *args: str) -> dict:
     out, err = capsys.readouterr()
     assert rc == 0, err
     return json.loads(out)
+
+
+def one_line_error(result, rc: int = 2) -> str:
+    """The single stderr line of a refused command (a run_cli/`mbl` result, exit `rc`), with no
+    traceback and no internal error: the contract of every refusal (issue 14)."""
+    assert result.rc == rc, (result.rc, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]

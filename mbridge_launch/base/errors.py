@@ -40,11 +40,14 @@ class UserError(Exception):
 
 
 def printable_value(value: object) -> object:
-    """A value echoed back to the terminal, with control characters (an ESC that would recolour
-    or move the cursor, a NUL) written as escapes; line breaks and tabs stay."""
-    if not isinstance(value, str) or value.isprintable():
+    """A value echoed back inside a one-line message: text with its control characters (an ESC
+    that would recolour or move the cursor, a NUL, a line break that would split the line)
+    written as escapes (base/escape.py, the one escaping function); other values as they are."""
+    if not isinstance(value, str):
         return value
-    return "".join(ch if ch.isprintable() or ch in "\n\t" else ascii(ch)[1:-1] for ch in value)
+    from mbridge_launch.base.escape import one_line
+
+    return one_line(value)
 
 
 class NoLayoutError(UserError):

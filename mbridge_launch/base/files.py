@@ -37,6 +37,7 @@ class Probe:
     size: int = 0  # bytes read (regular files), or what fstat says
     too_large: bool = False
     reason: str = ""  # the OS's words when unreadable
+    stat: Optional[os.stat_result] = None  # fstat of the open descriptor (regular files)
 
 
 def _open_flags(nofollow: bool) -> int:
@@ -59,7 +60,7 @@ def _open_regular(path: str | Path, nofollow: bool) -> tuple[Optional[int], Prob
     if kind != "regular":
         os.close(fd)
         return None, Probe(kind, size=st.st_size)
-    return fd, Probe("regular", size=st.st_size)
+    return fd, Probe("regular", size=st.st_size, stat=st)
 
 
 def probe_read(path: str | Path, limit: int, *, nofollow: bool = False) -> Probe:
@@ -73,8 +74,8 @@ def probe_read(path: str | Path, limit: int, *, nofollow: bool = False) -> Probe
     except OSError as exc:
         return Probe("unreadable", reason=exc.strerror or str(exc))
     if len(data) > limit:
-        return Probe("regular", size=max(probe.size, len(data)), too_large=True)
-    return Probe("regular", data=data, size=len(data))
+        return Probe("regular", size=max(probe.size, len(data)), too_large=True, stat=probe.stat)
+    return Probe("regular", data=data, size=len(data), stat=probe.stat)
 
 
 def refusal(path: str | Path, probe: Probe, limit: int, what: str) -> UserError:
@@ -112,14 +113,26 @@ def read_bounded_text(path: str | Path, limit: int, what: str) -> str:
         raise UserError("file.unreadable", path=str(path), reason=reason) from None
 
 
-def open_regular_text(path: str | Path, what: str, newline: Optional[str] = None) -> IO[str]:
-    """A text handle on a regular file, for files read as a stream (logs): opened non-blocking so
-    that a FIFO cannot hang, refused unless regular. The caller bounds how much it keeps."""
+def open_regular_text(path: str | Path, what: str, newline: Optional[str] = None,
+                      errors: str = "replace") -> IO[str]:
+    """A text handle on a regular file, for files read as a stream (logs, JSONL data): opened
+    non-blocking so that a FIFO cannot hang, refused unless regular. The caller bounds how much it
+    keeps (readline(limit), a record count)."""
     fd, probe = _open_regular(path, nofollow=False)
     if fd is None:
         raise refusal(path, probe, 0, what)
     os.set_blocking(fd, True)  # a regular file never blocks; plain reads from here on
-    return os.fdopen(fd, encoding="utf-8", errors="replace", newline=newline)
+    return os.fdopen(fd, encoding="utf-8", errors=errors, newline=newline)
+
+
+def open_regular_binary(path: str | Path, what: str) -> IO[bytes]:
+    """A binary handle on a regular file read in place by a library (a wheel's zip directory):
+    the same non-blocking, regular-only open as open_regular_text."""
+    fd, probe = _open_regular(path, nofollow=False)
+    if fd is None:
+        raise refusal(path, probe, 0, what)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def inside(path: str | Path, root: str | Path) -> bool:

@@ -12,7 +12,9 @@ SLURM_DEFAULT_LEAD_S = 60  # sbatch: "If sig_time is not specified, the default 
 WORKS = "TERM@60"  # what every executor delivers and Bridge handles (its PreemptionPlugin's choice)
 
 # sbatch --signal=[{R|B}:]<sig_num>[@sig_time]
-_GRAMMAR = re.compile(r"^(?:(?P<flags>[RB]{1,2}):)?(?P<sig>[A-Za-z0-9]+)(?:@(?P<lead>\d+))?$")
+# (ASCII digits: \d takes every Unicode digit; sbatch refuses a sig_time above 65535, tried on 22.05)
+_GRAMMAR = re.compile(r"(?:(?P<flags>[RB]{1,2}):)?(?P<sig>[A-Za-z0-9]{1,16})(?:@(?P<lead>[0-9]{1,5}))?")
+MAX_LEAD_S = 65535
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,8 @@ class SlurmSignal:
 
 def parse(text: str) -> SlurmSignal:
     """sbatch's grammar; the signal as a name (TERM, SIGTERM) or a number. ValueError otherwise."""
-    found = _GRAMMAR.match(text.strip())
-    if not found:
+    found = _GRAMMAR.fullmatch(text.strip())
+    if not found or int(found.group("lead") or 0) > MAX_LEAD_S:
         raise ValueError(text)
     sig = found.group("sig").upper()
     if sig.isdigit():

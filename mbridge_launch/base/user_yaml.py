@@ -45,6 +45,18 @@ class UserLoader(_BASE):  # type: ignore[misc,valid-type]
                 raise DuplicateKey(key, key_node.start_mark.line + 1)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
+        """An integer as the safe loader reads it; one of more digits than Python converts (4,300
+        by default) is a YAML error at its line, not a ValueError from int()."""
+        try:
+            return self.construct_yaml_int(node)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(None, None, "an integer with too many digits",
+                                                    node.start_mark) from None
+
+
+UserLoader.add_constructor("tag:yaml.org,2002:int", UserLoader.construct_bounded_int)
+
 
 def _check_depth(text: str, where: str) -> None:
     depth = 0

@@ -14,8 +14,10 @@ from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.files import open_regular_binary, read_bounded
 
 _PACKAGE = "megatron/bridge"
+SOURCE_FILE_MAX = 8 << 20  # one .py file or METADATA of the checkout; Bridge's largest are ~100 KB
 
 
 class SourceTree:
@@ -94,13 +96,15 @@ def open_source(path: str | Path) -> SourceTree:
 
 
 def _from_wheel(path: Path) -> SourceTree:
+    handle = open_regular_binary(path, "wheel")  # a FIFO would hang ZipFile's own open
     try:
-        archive = zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(handle)
     except (zipfile.BadZipFile, OSError) as exc:
+        handle.close()
         raise UserError("catalog.sync.bad_wheel", path=str(path), reason=str(exc)) from None
     files: dict[str, bytes] = {}
     metadata = None
-    with archive:
+    with handle, archive:
         for name in archive.namelist():
             if name.startswith(_PACKAGE + "/") and name.endswith(".py"):
                 files[name] = archive.read(name)
@@ -114,8 +118,8 @@ def _from_wheel(path: Path) -> SourceTree:
 def _from_tree(origin: Path, root: Path) -> SourceTree:
     files: dict[str, bytes] = {}
     for file in sorted((root / _PACKAGE).rglob("*.py")):
-        files[str(PurePosixPath(file.relative_to(root).as_posix()))] = file.read_bytes()
+        files[str(PurePosixPath(file.relative_to(root).as_posix()))] = read_bounded(file, SOURCE_FILE_MAX, "source")
     metadata = None
     for meta in sorted(root.glob("megatron_bridge-*.dist-info/METADATA")):
-        metadata = meta.read_text(encoding="utf-8", errors="replace")
+        metadata = read_bounded(meta, SOURCE_FILE_MAX, "source").decode("utf-8", "replace")
     return SourceTree(origin, files, metadata)

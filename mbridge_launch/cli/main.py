@@ -12,10 +12,11 @@ import importlib
 import os
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import IO, Any, Iterator
 
 from mbridge_launch import __version__
 from mbridge_launch.base.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, UserError
+from mbridge_launch.base.escape import escaped_output, one_line
 from mbridge_launch.base.i18n import t
 
 # name -> module; imported when the parser is built (argument definitions only, no heavy imports)
@@ -43,10 +44,32 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         from mbridge_launch.base.i18n import t
 
-        # one line, not argparse's usage block: the flags are one --help away
-        line = t("error.see_help", message=f"{self.prog}: {message}", prog=self.prog)
+        # one line, not argparse's usage block: the flags are one --help away; the message quotes
+        # the arguments as given (`unrecognized arguments: ...`), newlines and ESC included
+        line = t("error.see_help", message=one_line(f"{self.prog}: {message}"), prog=self.prog)
         print(t("error.prefix", message=line), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # Python before 3.13 drops the value of `--opt=--` as if it were the `--` separator and
+        # hands the command an empty list where a string belongs (an internal error later);
+        # it is the text "--", as Python 3.13 reads it, for the command's own check to refuse
+        if action.nargs is None and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:  # type: ignore[override]
+        """argparse's, without its silence when the stream refuses (--help into a closed pipe or
+        onto a full device exited 0 with nothing shown): one line on stderr and exit 1."""
+        if not message:
+            return
+        stream = file or sys.stderr
+        try:
+            stream.write(message)
+        except OSError as exc:
+            raise SystemExit(_stdout_lost(exc) if stream is sys.stdout else EXIT_CHECK_FAILED) from None
 
 
 def add_common(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")) -> None:
@@ -134,15 +157,20 @@ def main(argv: list[str] | None = None) -> int:
     interpreter's own flush at exit finds nothing left to fail on."""
     try:
         _tolerant_output()
-        try:
-            code = _main(argv)
-        except SystemExit:  # argparse: --help, --version, a bad argument
-            if _flushed(0) != 0:
-                raise SystemExit(EXIT_CHECK_FAILED) from None
-            raise
-        return _flushed(code)
+        with escaped_output():  # everything printed, by any command, has its control characters escaped
+            return _escaped_main(argv)
     except KeyboardInterrupt:
         return interrupted()
+
+
+def _escaped_main(argv: list[str] | None) -> int:
+    try:
+        code = _main(argv)
+    except SystemExit:  # argparse: --help, --version, a bad argument
+        if _flushed(0) != 0:
+            raise SystemExit(EXIT_CHECK_FAILED) from None
+        raise
+    return _flushed(code)
 
 
 def interrupted() -> int:
@@ -197,7 +225,7 @@ def _stdout_lost(exc: BaseException) -> int:
     except (OSError, ValueError, AttributeError):  # no real file descriptor (a test's capture)
         pass
     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    _say(t("error.prefix", message=t("output.lost", reason=reason)))
+    _say(t("error.prefix", message=t("output.lost", reason=one_line(reason))))
     return EXIT_CHECK_FAILED
 
 
@@ -218,17 +246,16 @@ def _main(argv: list[str] | None) -> int:
     except UserError as exc:
         print(i18n.t("error.prefix", message=exc.render()), file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print(i18n.t("interrupted"), file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # the same words, and a second Ctrl-C ignored, as main()'s
+        return interrupted()
     except BrokenPipeError as exc:
         return _stdout_lost(exc)
     except OSError as exc:
         # the machine refused (disk full, permissions, a vanished folder): not a bug to report
         if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
             raise
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        message = (i18n.t("file.system_error", path=exc.filename, reason=reason) if exc.filename
+        reason = one_line(exc.strerror or str(exc) or type(exc).__name__)
+        message = (i18n.t("file.system_error", path=one_line(exc.filename), reason=reason) if exc.filename
                    else i18n.t("os.error", reason=reason))
         print(i18n.t("error.prefix", message=message), file=sys.stderr)
         return EXIT_CHECK_FAILED
@@ -238,7 +265,7 @@ def _main(argv: list[str] | None) -> int:
         if _ledger_locked(exc):
             print(i18n.t("error.prefix", message=i18n.t("ledger.locked_while_writing")), file=sys.stderr)
             return EXIT_CHECK_FAILED
-        print(i18n.t("internal_error", error=f"{type(exc).__name__}: {exc}"), file=sys.stderr)
+        print(i18n.t("internal_error", error=one_line(f"{type(exc).__name__}: {exc}")), file=sys.stderr)
         return 1
     return int(code or 0)
 

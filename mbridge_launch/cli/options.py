@@ -31,3 +31,27 @@ def int_arg(low: int | None = None, high: int | None = None):
 
     parse.__name__ = "int"  # argparse names the type in its own messages
     return parse
+
+
+def target_arg(text: str) -> str:
+    """An argparse `type` for RUN|DIR: an empty (or blank) target is refused, not read as the
+    current directory (Path('') is '.')."""
+    from mbridge_launch.base.i18n import t
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(t("arg.empty_target"))
+    return text
+
+
+
+def run_arg(text: str) -> str:
+    """An argparse `type` for RUN: the one run-name rule (base/names.py), so that `status ..` or a
+    name holding a newline is one line naming the rule, not a ledger search for it."""
+    from mbridge_launch.base.escape import one_line
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.names import MAX_RUN_NAME, run_name_problem
+
+    problem = run_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(t(f"plan.error.{problem}", value=f"'{one_line(text)}'", max=MAX_RUN_NAME))
+    return text

@@ -304,7 +304,7 @@ def _open_ledger(path: Optional[str]) -> Any:
     """The ledger, with rows left `submitting` by a crashed submit reconciled first."""
     from mbridge_launch.runs.operations import open_ledger
 
-    return open_ledger(path)
+    return open_ledger(path, create=True)
 
 
 # ---------------------------------------------------------------------- resubmissions

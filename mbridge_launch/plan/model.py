@@ -26,6 +26,7 @@ from pydantic import (
     ValidationError,
     field_validator,
     model_serializer,
+    model_validator,
 )
 from pydantic.functional_validators import AfterValidator
 from pydantic_core import PydanticCustomError
@@ -35,10 +36,13 @@ from mbridge_launch import __version__
 from mbridge_launch.base import slurm_signal, slurm_time
 from mbridge_launch.base.errors import UserError, printable_value
 from mbridge_launch.base.i18n import Msg
-from mbridge_launch.base.quoting import is_env_name, is_safe_name
+from mbridge_launch.base.names import MAX_RUN_NAME, run_name_problem
+from mbridge_launch.base.numbers import MAX_ITERATION
+from mbridge_launch.base.quoting import is_env_name
 from mbridge_launch.knowledge.vocabulary import GPU_TYPES, goal_or_none, gpu_type_or_none
+from mbridge_launch.plan.overrides import KEY_PATTERN
 from mbridge_launch.plan.settings import override_text
-from mbridge_launch.planner.rules import LayoutFields
+from mbridge_launch.planner.rules import DEFAULT_SIZE_LIMIT, LayoutFields, size_limit
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -52,6 +56,16 @@ Severity = Literal["error", "warning", "info"]
 
 # The Slurm time forms (sbatch --time), listed when a Plan's time is not one of them.
 TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS"
+
+# Control characters (C0 and DEL) are refused in every string of a Plan: a NUL crashes the file
+# system calls that receive the value, the others reach terminals and job scripts. A line break or
+# tab only in the free-text fields, whose text is meant to span lines: FREE_TEXT below.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_EXCEPT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# (model class name, field): launch.setup holds shell commands (a multi-line command is theirs to
+# write), env_vars values are environment values (rendered quoted), an accepted check's reason is
+# prose. Override reasons and warnings are messages (key and parameters), not plain strings.
+FREE_TEXT = {("Launch", "setup"), ("Plan", "env_vars"), ("AcceptedCheck", "reason")}
 
 
 # ---------------------------------------------------------------------- field constraints
@@ -77,6 +91,82 @@ def _absolute(value: str) -> str:
     return value
 
 
+# The file system's limits (Linux PATH_MAX and NAME_MAX, in bytes): a longer path cannot be
+# stat'ed, made or opened at all (ENAMETOOLONG), so it is refused where it is written, by name.
+PATH_MAX_BYTES = 4095
+NAME_MAX_BYTES = 255
+
+
+def _path_length(value: str) -> str:
+    encoded = value.encode("utf-8", "surrogateescape")
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if len(encoded) > PATH_MAX_BYTES or longest > NAME_MAX_BYTES:
+        raise PydanticCustomError("path_too_long", "a path beyond the file system's limits",
+                                  {"length": len(encoded), "longest": longest,
+                                   "path_max": PATH_MAX_BYTES, "name_max": NAME_MAX_BYTES})
+    return value
+
+
+def mount_path(value: str) -> str:
+    """One side of a Pyxis mount. Pyxis splits --container-mounts at ',' (between mounts) and ':'
+    (SRC:DST[:FLAGS]), so neither may appear inside a path; mount flags are not supported (every
+    executor renders SRC:DST). Absolute, as a relative source would be relative to wherever srun
+    starts on the node, not to where the Plan was written."""
+    if "," in value or ":" in value:
+        raise PydanticCustomError("mount_separator", "contains ',' or ':'")
+    return _absolute(value)
+
+
+# Characters Hydra's override grammar gives a meaning in a list item (dataset.data_path=[W,P,...]):
+# ',' and brackets are the list itself, quotes and '\\' escapes, '$' an interpolation, '=' and
+# parentheses other syntax; ':' is the WEIGHT:PREFIX separator of --data-path.
+_HYDRA_SPECIAL = frozenset(",[]{}()='\"\\$:")
+
+
+def data_path_problem(value: str) -> str | None:
+    """None for a usable megatron-indexed prefix, else the suffix of its message."""
+    if not value.strip():
+        return "data_path_empty"
+    if value != value.strip() or any(ch in _HYDRA_SPECIAL for ch in value):
+        return "data_path_syntax"
+    if value.startswith("-"):  # `--data-path=--`: a flag typed where the prefix belongs
+        return "data_path_dash"
+    return None
+
+
+def _data_path(value: str) -> str:
+    problem = data_path_problem(value)
+    if problem:
+        raise PydanticCustomError(problem, "not a data path prefix", {"special": DATA_PATH_SPECIAL})
+    return value
+
+
+DATA_PATH_SPECIAL = " ".join(sorted(_HYDRA_SPECIAL))
+_SETTING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # dataset.<this>
+
+
+def _override_key(value: str) -> str:
+    """A ConfigContainer path as run_recipe.py's KEY=VALUE takes it (the parser of the trailing
+    KEY=VALUE arguments uses the same pattern)."""
+    if not KEY_PATTERN.fullmatch(value):
+        raise PydanticCustomError("override_key", "not a setting path")
+    return value
+
+
+def _setting_name(value: str) -> str:
+    if not _SETTING_NAME.fullmatch(value):
+        raise PydanticCustomError("override_key", "not a setting name")
+    return value
+
+
+def _at_most(maximum: int) -> Any:
+    def check(value: Optional[int]) -> Optional[int]:
+        if value is not None and value > maximum:
+            raise PydanticCustomError("at_most", "must be at most {max}", {"max": maximum})
+        return value
+    return check
+
+
 def _scalar_text(value: Any) -> Any:
     """A YAML scalar as the text run_recipe.py's KEY=VALUE takes (`4`, `true`, `null` written
     unquoted by hand); lists and mappings are left for the str type to refuse."""
@@ -94,11 +184,41 @@ def _number_text(value: Any) -> Any:
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, BeforeValidator(_number_text)]
 ScalarText = Annotated[str, BeforeValidator(_scalar_text)]
+FsPath = Annotated[str, AfterValidator(_path_length)]  # every path the tool or the job opens
+MountPath = Annotated[str, AfterValidator(_path_length), AfterValidator(mount_path)]
+DataPath = Annotated[str, AfterValidator(_path_length), AfterValidator(_data_path)]
+BlendWeight = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Figure = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # an estimate: finite, not negative
+
+
+def _strings(value: Any) -> Any:
+    """Every str inside a field's value (list items, mapping keys and values)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True,
                               arbitrary_types_allowed=True)
+
+    @model_validator(mode="after")
+    def _no_control_characters(self) -> Any:
+        """Every string field of every section, in one place (nested sections check their own):
+        the error names the field and shows the value escaped."""
+        for name in type(self).model_fields:
+            free = (type(self).__name__, name) in FREE_TEXT
+            pattern = _CONTROL_EXCEPT_LINES if free else _CONTROL
+            for text in _strings(getattr(self, name)):
+                if pattern.search(text):
+                    raise PydanticCustomError("control_char", "control character", {"field": name, "text": text})
+        return self
 
 
 def _message(value: Any) -> Msg:
@@ -133,9 +253,10 @@ class RecipeRef(_Strict):
 
 class DatasetSpec(_Strict):
     selector: str = Field(description="run_recipe.py --dataset selector (mock, megatron-indexed, squad, ...)")
-    data_paths: list[str] = Field(default_factory=list, description="megatron-indexed prefixes (a blend)")
-    weights: Optional[list[float]] = Field(default=None, description="blend weights, one per prefix")
-    fields: dict[str, ScalarText] = Field(default_factory=dict, description="other dataset.* settings, e.g. dataset_root")
+    data_paths: list[DataPath] = Field(default_factory=list, description="megatron-indexed prefixes (a blend)")
+    weights: Optional[list[BlendWeight]] = Field(default=None, description="blend weights, one per prefix")
+    fields: dict[Annotated[str, AfterValidator(_setting_name)], ScalarText] = Field(
+        default_factory=dict, description="other dataset.* settings, e.g. dataset_root")
 
     @field_validator("weights")
     @classmethod
@@ -164,6 +285,11 @@ class Parallelism(_Strict, LayoutFields):  # type: ignore[misc]
     # reads it; the planner writes None or >= 2, and rules.RULE_VP_PP says when VP needs PP > 1)
     _positive = field_validator("tp", "pp", "cp", "ep", "mbs", "gbs", "seq_length", "dp", "vp", "etp")(
         _at_least(1))
+    # beyond any real job (planner.rules.size_limit): the rules would spend hours on the divisors
+    _tp_bound = field_validator("tp", "pp", "cp", "ep", "vp", "etp", "dp")(_at_most(DEFAULT_SIZE_LIMIT))
+    _mbs_bound = field_validator("mbs")(_at_most(size_limit("mbs")))
+    _gbs_bound = field_validator("gbs")(_at_most(size_limit("gbs")))
+    _seq_bound = field_validator("seq_length")(_at_most(size_limit("seq_length")))
 
     @property
     def model_parallel(self) -> int:
@@ -178,7 +304,7 @@ class Parallelism(_Strict, LayoutFields):  # type: ignore[misc]
 class Override(_Strict):
     """One ConfigContainer setting that differs from the recipe's default, with its class."""
 
-    key: str = Field(description="ConfigContainer path, e.g. model.tensor_model_parallel_size")
+    key: Annotated[str, AfterValidator(_override_key)] = Field(description="ConfigContainer path, e.g. model.tensor_model_parallel_size")
     value: str = Field(description="value as written after KEY= on the run_recipe.py line")
     from_: Optional[str] = Field(default=None, alias="from", description="the recipe's default, if known")
     change_class: ChangeClass = Field(alias="class")
@@ -188,8 +314,47 @@ class Override(_Strict):
 
 
 class Mount(_Strict):
-    source: str = Field(min_length=1)
-    target: Annotated[str, AfterValidator(_absolute)] = Field(description="absolute path inside the container")
+    source: MountPath = Field(description="absolute path on the node")
+    target: MountPath = Field(description="absolute path inside the container")
+
+
+# Options the executors set from the Plan's own fields (executors/batch_script.py, common.py): the
+# same option in sbatch_args / srun_args would contradict the field (or silently win over it, in
+# one executor and not another), so it is refused with the field to edit instead.
+SBATCH_OPTIONS = {
+    "--job-name": "name", "-J": "name", "--account": "cluster.account", "-A": "cluster.account",
+    "--partition": "cluster.partition", "-p": "cluster.partition", "--qos": "cluster.qos", "-q": "cluster.qos",
+    "--nodes": "cluster.nodes", "-N": "cluster.nodes", "--ntasks-per-node": "cluster.gpus_per_node",
+    "--ntasks": "cluster.nodes", "-n": "cluster.nodes",
+    "--gpus-per-node": "cluster.gpus_per_node", "--gpus": "cluster.gpus_per_node", "-G": "cluster.gpus_per_node",
+    "--time": "cluster.time", "-t": "cluster.time",
+    "--exclusive": "cluster.exclusive", "--requeue": "cluster.requeue", "--no-requeue": "cluster.requeue",
+    "--signal": "cluster.signal", "--segment": "cluster.segment", "--output": "launch.log_dir", "-o": "launch.log_dir",
+    "--error": "launch.log_dir", "-e": "launch.log_dir", "--open-mode": "launch.log_dir",
+    "--export": "cluster.env", "--chdir": "launch.workdir", "-D": "launch.workdir", "--comment": "name",
+}
+SRUN_OPTIONS = {
+    "--nodes": "cluster.nodes", "-N": "cluster.nodes", "--ntasks": "cluster.nodes", "-n": "cluster.nodes",
+    "--ntasks-per-node": "cluster.gpus_per_node", "--gpus-per-node": "cluster.gpus_per_node",
+    "--export": "cluster.env", "--mpi": "cluster.profile.mpi", "--output": "launch.log_dir", "-o": "launch.log_dir",
+    "--container-image": "cluster.container_image", "--container-mounts": "cluster.container_mounts",
+    "--container-env": "cluster.env", "--container-workdir": "launch.workdir",
+}
+
+
+def _option_name(arg: str) -> str:
+    """The option an argument sets: `--nodes=4` and `--nodes` are --nodes, `-N4` is -N."""
+    if arg.startswith("--"):
+        return arg.partition("=")[0]
+    return arg[:2] if arg.startswith("-") else ""
+
+
+def _own_options(args: list[str], own: dict[str, str]) -> list[str]:
+    for arg in args:
+        field = own.get(_option_name(arg))
+        if field:
+            raise PydanticCustomError("tool_option", "set by the tool", {"option": _option_name(arg), "field": field})
+    return args
 
 
 class ClusterProfile(_Strict):
@@ -225,6 +390,17 @@ class Cluster(_Strict):
     profile: ClusterProfile = Field(default_factory=ClusterProfile)
 
     _positive = field_validator("nodes", "gpus_per_node", "segment")(_at_least(1))
+    _bounded = field_validator("nodes", "gpus_per_node", "segment")(_at_most(DEFAULT_SIZE_LIMIT))
+
+    @field_validator("sbatch_args")
+    @classmethod
+    def _sbatch_args_not_the_tools(cls, value: list[str]) -> list[str]:
+        return _own_options(value, SBATCH_OPTIONS)
+
+    @field_validator("srun_args")
+    @classmethod
+    def _srun_args_not_the_tools(cls, value: list[str]) -> list[str]:
+        return _own_options(value, SRUN_OPTIONS)
 
     @field_validator("gpu_type", mode="before")
     @classmethod
@@ -256,6 +432,8 @@ class Cluster(_Strict):
         asks Slurm for no limit, and GPU-hours and the card need a bound)."""
         try:
             seconds = slurm_time.parse_seconds(value)
+        except slurm_time.TimeOutOfRange:
+            raise PydanticCustomError("time_range", "a Slurm time field out of range", {"forms": TIME_FORMS}) from None
         except ValueError:
             raise PydanticCustomError("time", "not a Slurm time ({forms})", {"forms": TIME_FORMS}) from None
         if not seconds:
@@ -268,12 +446,13 @@ class Cluster(_Strict):
 
 
 class CheckpointPaths(_Strict):
-    save: Optional[str] = None
-    load: Optional[str] = None
+    save: Optional[FsPath] = None
+    load: Optional[FsPath] = None
     save_interval: Optional[int] = None
-    pretrained_checkpoint: Optional[str] = None
+    pretrained_checkpoint: Optional[FsPath] = None
 
     _positive = field_validator("save_interval")(_at_least(1))
+    _bounded = field_validator("save_interval")(_at_most(MAX_ITERATION))
 
 
 class Launch(_Strict):
@@ -282,8 +461,8 @@ class Launch(_Strict):
         default_factory=lambda: ["python", "scripts/training/run_recipe.py"],
         description="program + script run on every rank (the stand-in trainer in tests)",
     )
-    workdir: Optional[str] = Field(default=None, description="directory the job starts in (Megatron Bridge checkout)")
-    log_dir: Optional[str] = Field(default=None, description="where Slurm output files go")
+    workdir: Optional[FsPath] = Field(default=None, description="directory the job starts in (Megatron Bridge checkout)")
+    log_dir: Optional[FsPath] = Field(default=None, description="where Slurm output files go")
     setup: list[str] = Field(default_factory=list, description="commands run before training (site modules)")
     python: Optional[str] = Field(
         default=None, min_length=1,
@@ -293,14 +472,17 @@ class Launch(_Strict):
 
 
 class Estimates(_Strict):
-    memory_gb_per_gpu: Optional[float] = None
-    memory_breakdown_gb: dict[str, float] = Field(default_factory=dict)
-    hbm_gb: Optional[float] = None
-    step_time_s: Optional[float] = None
-    tokens_per_sec_per_gpu: Optional[float] = None
-    model_tflops_per_gpu: Optional[float] = None
-    mfu: Optional[float] = None
-    gpu_hours_at_time_limit: Optional[float] = None
+    """What recommend estimated, for the card: shown, never trusted by a check (preflight
+    recomputes memory from the architecture)."""
+
+    memory_gb_per_gpu: Optional[Figure] = None
+    memory_breakdown_gb: dict[str, Figure] = Field(default_factory=dict)
+    hbm_gb: Optional[Figure] = None
+    step_time_s: Optional[Figure] = None
+    tokens_per_sec_per_gpu: Optional[Figure] = None
+    model_tflops_per_gpu: Optional[Figure] = None
+    mfu: Optional[Figure] = None
+    gpu_hours_at_time_limit: Optional[Figure] = None
 
 
 class PlanWarning(_Strict):
@@ -315,8 +497,8 @@ class AutoRollback(_Strict):
     # the bounds of rollback.lossmon.LossWatcher: a factor of 1 or less would fire on every step
     spike_factor: Optional[float] = Field(default=3.0, gt=1, allow_inf_nan=False,
                                           description="loss > factor x moving median triggers")
-    window: int = Field(default=20, ge=1, description="iterations in the moving median")
-    max_rollbacks: int = Field(default=3, ge=0)
+    window: int = Field(default=20, ge=1, le=MAX_ITERATION, description="iterations in the moving median")
+    max_rollbacks: int = Field(default=3, ge=0, le=1000)  # as watch --max-rollbacks
     # Where the watcher job runs (gate/watcher_job.py): it must start WHILE training runs, so a
     # site whose GPU nodes are allocated whole sends it to a CPU partition. null: the training
     # job's partition / account (preflight warns when that cannot start during training).
@@ -378,9 +560,26 @@ class Plan(_Strict):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, value: str) -> str:
-        """Job name, checkpoint folder and NeMo-Run title, unquoted: what `recommend --name` takes."""
-        if not is_safe_name(value):
-            raise PydanticCustomError("safe_name", "only letters, digits, '.', '_' and '-'")
+        """Job name, checkpoint folder and NeMo-Run title, unquoted: base/names.py's rule, the
+        one `recommend --name` and every RUN argument take."""
+        problem = run_name_problem(value)
+        if problem:
+            raise PydanticCustomError(problem, "not a run name", {"max": MAX_RUN_NAME})
+        return value
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides_keep_the_layout(cls, value: list[Override], info: ValidationInfo) -> list[Override]:
+        """An override of a layout setting must say what `parallelism` says: the memory check,
+        the rules and the card read `parallelism`, the job runs the override."""
+        parallelism = info.data.get("parallelism")  # absent when it is invalid itself (reported there)
+        if parallelism is None:
+            return value
+        from mbridge_launch.plan.overrides import layout_contradiction
+
+        found = layout_contradiction(parallelism, [(o.key, o.value) for o in value])
+        if found:
+            raise PydanticCustomError("layout_override", "contradicts parallelism", found)
         return value
 
     @field_validator("overrides", mode="before")
@@ -450,7 +649,13 @@ def plan_from_dict(data: Any, where: str = "<plan>") -> Plan:
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
-        raise PlanInvalid(where, [_problem(err) for err in exc.errors()]) from None
+        raise plan_invalid(where, exc) from None
+
+
+def plan_invalid(where: str, exc: ValidationError) -> "PlanInvalid":
+    """A Plan's validation errors as the one-line-each PlanInvalid (also for a Plan built in code
+    from the user's flags and overrides, e.g. by recommend)."""
+    return PlanInvalid(where, [_problem(err) for err in exc.errors()])
 
 
 class PlanInvalid(UserError):
@@ -488,7 +693,11 @@ _PYDANTIC_ERRORS = {
     "dataclass_type": "mapping",
 }
 _CUSTOM_ERRORS = ("at_least", "env_name", "absolute", "weights_positive", "weights_count", "choice", "time",
-                  "time_finite", "safe_name", "slurm_signal")
+                  "time_finite", "slurm_signal", "at_most")
+# the validators of issue 14 pass their context through as the message's parameters
+_CONTEXT_ERRORS = ("name_empty", "name_too_long", "name_characters", "name_dots", "name_dash", "control_char",
+                   "mount_separator", "data_path_empty", "data_path_syntax", "data_path_dash", "override_key", "layout_override",
+                   "tool_option", "time_range", "path_too_long")
 _HIDDEN = object()  # a value never echoed (what stands under env_vars, cluster.env, cluster.secrets)
 _VALUE_LIMIT = 80
 
@@ -533,17 +742,23 @@ def _problem(err: Any) -> tuple[str, str, dict[str, object]]:
     kind = err.get("type", "")
     field, is_key = _dotted(loc)
     ctx = dict(err.get("ctx") or {})
-    suffix = kind if kind in _CUSTOM_ERRORS else _PYDANTIC_ERRORS.get(kind, "other")
+    suffix = kind if kind in _CUSTOM_ERRORS + _CONTEXT_ERRORS else _PYDANTIC_ERRORS.get(kind, "other")
+    if kind == "control_char":  # raised by the section: the field is in the context
+        loc = (*loc, str(ctx.pop("field")))
+        field, is_key = _dotted(loc)
+        err = {**err, "input": ctx.pop("text")}
     value: object = _HIDDEN if _secret_place(loc, is_key) else _shown(err.get("input"))
     params: dict[str, object] = {"value": value}
-    if suffix == "unknown":
+    if suffix in _CONTEXT_ERRORS:
+        params.update({k: v for k, v in ctx.items() if k != "value"})
+    elif suffix == "unknown":
         owner = _model_at(loc)
         valid = ", ".join((f.alias or name) for name, f in owner.model_fields.items()) if owner else "?"
         params = {"valid": valid}
     elif suffix == "missing":
         params = {}
     elif suffix in ("at_least", "above", "at_most", "below"):
-        bound = next((ctx[k] for k in ("min", "ge", "gt", "le", "lt") if k in ctx), "?")
+        bound = next((ctx[k] for k in ("min", "max", "ge", "gt", "le", "lt") if k in ctx), "?")
         params["bound"] = bound
     elif suffix == "choice":
         expected = str(ctx.get("choices") or ctx.get("expected", ""))

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.hydra_values import override_text
 
 # How run_recipe.py overrides and catalog features spell a switch. Anything else counts as on for
 # is_on (a value such as "selective" or "full"); is_true wants an explicit yes.
@@ -34,7 +35,8 @@ def whole_number(value: object) -> int | None:
     return whole_or_none(str(value if value is not None else ""))
 
 
-_KEY = re.compile(r"^[+~]?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# fullmatch: `$` would let a trailing newline through
+KEY_PATTERN = re.compile(r"[+~]?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,64 @@ def parse_overrides(items: list[str]) -> list[RawOverride]:
             key, value = text.split("=", 1)
         else:
             raise UserError("override.syntax", text=text)
-        if not _KEY.match(key):
+        if not KEY_PATTERN.fullmatch(key):
             raise UserError("override.syntax", text=text)
         parsed.append(RawOverride(key, value))
     return parsed
+
+
+# The overrides that set what a Plan's `parallelism` records, by its field: the layout keys
+# (vocabulary.LAYOUT_KEYS) and the recompute, FSDP and distributed-optimizer switches recommend
+# writes from the layout (recommend/changes.py, plan/shipped.py).
+SWITCH_KEYS = {
+    "recompute": ("model.recompute_granularity",),
+    "fsdp": ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp"),
+    "distributed_optimizer": ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"),
+}
+_BOOL_FIELDS = ("sp", "fsdp", "distributed_optimizer")
+_OPTIONAL_SIZES = ("vp", "etp")  # null: no interleaving, expert TP as TP
+
+
+def layout_override_keys() -> dict[str, str]:
+    """ConfigContainer path -> the parallelism field it sets."""
+    from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
+
+    keys = {key: name for name, key in LAYOUT_KEYS.items()}
+    keys.update({key: name for name, names in SWITCH_KEYS.items() for key in names})
+    return keys
+
+
+def _as_layout_value(name: str, text: str) -> object:
+    """An override's text as the parallelism field `name` holds it; the text itself when it is
+    not one (an unreadable value contradicts any layout)."""
+    word = text.strip().lower()
+    if name in _BOOL_FIELDS:
+        return is_on(word) if word in OFF_WORDS or word in TRUE_WORDS else text
+    if name == "recompute":
+        return "none" if not is_on(word) else word
+    if name in _OPTIONAL_SIZES and word in ("null", "none", "~", ""):
+        return None
+    number = whole_number(word)
+    return text if number is None else number
+
+
+def layout_contradiction(parallelism: object, overrides: list[tuple[str, str]]) -> dict[str, object] | None:
+    """The first override (the last of each key, as Hydra applies them) that sets a layout field
+    to another value than `parallelism` records: {setting, value, field, layout}; else None.
+    Equal values are fine (recommend writes the layout it changed as overrides)."""
+    keys = layout_override_keys()
+    last: dict[str, str] = {}
+    for key, value in overrides:
+        path = key.lstrip("+")
+        if path in keys and not key.startswith("~"):
+            last[path] = value
+    for path, value in last.items():
+        name = keys[path]
+        held = getattr(parallelism, name)
+        given = _as_layout_value(name, value)
+        if name == "distributed_optimizer" and given is False:
+            continue  # Bridge turns it on when EITHER switch asks: one `false` need not turn it off
+        if given != held:
+            return {"setting": path, "setting_value": value, "layout_field": f"parallelism.{name}",
+                    "layout_value": override_text(held)}
+    return None

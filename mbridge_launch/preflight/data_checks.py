@@ -16,6 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.files import open_regular_text
+from mbridge_launch.base.i18n import t
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.megatron_index import PrefixResult, check_prefix
@@ -26,6 +29,7 @@ SCAN_WORKERS = 16
 CHUNK = 256  # prefixes per pool task: keeps the per-future overhead negligible
 EXAMPLES = 3
 JSONL_RECORDS = 5  # first records read from each JSONL file
+JSONL_LINE_MAX = 16 << 20  # characters of one record: a file with no newline is not read whole
 
 # problem -> severity (megatron_index.PrefixResult.problem)
 PREFIX_SEVERITY = {
@@ -196,8 +200,12 @@ def check_jsonl_file(path: Path, prompt_key: str = "input", completion_key: str 
     subject = str(path)
     records = 0
     try:
-        with open(path, encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, start=1):
+        # bounded reader: a FIFO or device at the path is one error, never a hang; lines bounded
+        with open_regular_text(path, "jsonl", errors="strict") as handle:
+            for line_no, line in enumerate(iter(lambda: handle.readline(JSONL_LINE_MAX + 1), ""), start=1):
+                if len(line) > JSONL_LINE_MAX:
+                    reason = t("file.line_too_long", limit=JSONL_LINE_MAX)
+                    return [Check("data.jsonl_parse", "error", {"path": subject, "line": line_no, "reason": reason}, subject=subject)]
                 if not line.strip():
                     continue
                 try:
@@ -217,6 +225,8 @@ def check_jsonl_file(path: Path, prompt_key: str = "input", completion_key: str 
         return [Check("data.jsonl_parse", "error", {"path": subject, "line": "?", "reason": str(exc)}, subject=subject)]
     except OSError as exc:
         return [Check("data.jsonl_unreadable", "error", {"path": subject, "reason": exc.strerror or str(exc)}, subject=subject)]
+    except UserError as exc:  # not a regular file
+        return [Check("data.jsonl_unreadable", "error", {"path": subject, "reason": exc.render()}, subject=subject)]
     if records == 0:
         return [Check("data.jsonl_empty", "error", {"path": subject}, subject=subject)]
     return [Check("data.jsonl_ok", "info", {"path": subject, "count": records}, subject=subject)]

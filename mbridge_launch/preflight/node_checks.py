@@ -268,12 +268,19 @@ def _wait(client: SlurmClient, job_id: str, timeout_s: float, progress: Progress
     return None
 
 
+NODE_OUTPUT_MAX = 4 << 20  # the node check prints a few lines per node
+
+
 def _read(path: Path) -> str:
+    """The job's output, bounded (base/files.py): the output folder may be shared, and what
+    stands at the path a FIFO, a device or a huge file; those read as nothing."""
+    from mbridge_launch.base.files import probe_read
+
     for _ in range(20):  # the output file may appear a moment after the job ends
-        try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            time.sleep(0.1)
+        probe = probe_read(path, NODE_OUTPUT_MAX)
+        if probe.kind != "missing":
+            return probe.data.decode("utf-8", "replace") if probe.data is not None else ""
+        time.sleep(0.1)
     return ""
 
 

@@ -117,13 +117,25 @@ def check_rules(ctx: PreflightContext) -> list[Check]:
 
 
 # ---------------------------------------------------------------------- memory
+# The rules that need the model's architecture (planner.rules._model_rules) or the GPU type
+# (_hardware_rules), listed when preflight cannot run them.
+ARCH_RULES = ("RULE_MEMORY", "RULE_TP_KV_HEADS", "RULE_TP_HEADS", "RULE_TP_FFN", "RULE_CP_A2A_HEADS", "RULE_PP_UNEVEN",
+              "RULE_PP_LAYERS", "RULE_VP_LAYERS", "RULE_RECOMPUTE_LAYERS", "RULE_EP_DENSE", "RULE_EP_EXPERTS",
+              "RULE_ETP_FFN", "RULE_MOE_SP", "RULE_SEQ_POSITIONS")
+HARDWARE_RULES = ("RULE_MEMORY", "RULE_TP_NVLINK", "RULE_EP_NVLINK", "RULE_PARTIAL_NODE")
+
+
 def check_memory(ctx: PreflightContext) -> list[Check]:
-    """Memory per GPU by the planner's memory model against HBM with its headroom; where the
-    model is not available, the Plan's own recorded estimate."""
-    fit = _memory_fit(ctx)
-    if fit is None:
-        return [Check("plan.memory_skipped", "info", {"reason": ctx.lookup("memory", lambda: None).reason or "no memory model and no estimate in the plan"})]
-    total, usable, hbm, source = fit
+    """Memory per GPU by the planner's memory model against HBM with its headroom, recomputed
+    from the architecture. The Plan's `estimates` block is never the answer: anyone can edit it,
+    so without the architecture (or the GPU type) memory is said to be unchecked, never to fit."""
+    lookup = ctx.lookup("memory", lambda: _memory_model_fit(ctx))
+    if not lookup.ok:
+        arch, hw = ctx.arch(), ctx.hardware()
+        missing = arch if not arch.ok else hw if not hw.ok else lookup
+        rules = ARCH_RULES if not arch.ok else HARDWARE_RULES
+        return [Check("plan.memory_unchecked", "warning", {"reason": missing.reason, "rules": ", ".join(rules)})]
+    total, usable, hbm, source = lookup.value
     params = {"total": f"{total:.1f}", "usable": f"{usable:.1f}", "hbm": f"{hbm:.0f}", "gpu": ctx.plan.cluster.gpu_type, "source": source}
     if total > usable:
         recipe = ctx.recipe()
@@ -148,23 +160,12 @@ def _fitting_change(ctx: PreflightContext) -> Any:
     return smallest_fitting_change(plan_layout(ctx), arch.value, hw.value, precision=plan_precision(ctx), goal=ctx.plan.mode)
 
 
-def _memory_fit(ctx: PreflightContext) -> tuple[float, float, float, str] | None:
-    """(estimated GB per GPU, usable GB, HBM GB, where the estimate came from)."""
-    lookup = ctx.lookup("memory", lambda: _memory_model_fit(ctx))
-    if lookup.ok:
-        return lookup.value
-    est = ctx.plan.estimates
-    hw = ctx.hardware()
-    hbm = est.hbm_gb or (hw.value.hbm_gb if hw.ok else None)
-    if est.memory_gb_per_gpu is None or hbm is None:
-        return None
-    return est.memory_gb_per_gpu, float(hbm) * (1 - HEADROOM_FALLBACK), float(hbm), "plan.estimates"
+HEADROOM_FALLBACK = 0.10  # used only when the planner's memory model has no HEADROOM of its own
 
 
-HEADROOM_FALLBACK = 0.10  # used only when the planner's memory model (and its headroom) is absent
-
-
-def _memory_model_fit(ctx: PreflightContext) -> tuple[float, float, float, str] | None:
+def _memory_model_fit(ctx: PreflightContext) -> tuple[float, float, float, str]:
+    """(estimated GB per GPU, usable GB, HBM GB, where the estimate came from); LookupError
+    (the lookup's reason) without the architecture or the GPU type."""
     from mbridge_launch.planner import memory
 
     arch, hw = ctx.arch(), ctx.hardware()
@@ -196,7 +197,9 @@ def check_catalog(ctx: PreflightContext) -> list[Check]:
     name = ctx.plan.recipe.name
     if not recipe.ok:
         if recipe.reason == "not found":
-            return [Check("plan.recipe_unknown", "warning", {"recipe": name, "version": ctx.plan.catalog.version}, subject=name)]
+            # run_recipe.py cannot import a recipe its release lacks: the job would fail at its first line
+            return [Check("plan.recipe_unknown", "error", {"recipe": name, "version": ctx.plan.catalog.version}, subject=name,
+                          hint_key="preflight.plan.recipe_unknown_error.hint")]
         missing_module = recipe.reason.startswith("module ")
         return [Check("plan.catalog_skipped", "info" if missing_module else "warning", {"reason": recipe.reason})]
     checks: list[Check] = []

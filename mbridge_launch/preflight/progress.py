@@ -1,11 +1,15 @@
 """A quiet progress bar: drawn on a terminal only, and only once a task has run for a moment, so
-that fast checks print nothing and pipes/CI logs never see carriage returns."""
+that fast checks print nothing and pipes/CI logs never see carriage returns. Its carriage returns
+are the one deliberate control character the tool prints: written with write_control, past the
+escaping that every other output goes through (base/escape.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from typing import Any
+
+from mbridge_launch.base.escape import one_line, write_control
 
 DELAY_S = 0.4  # draw nothing for tasks shorter than this
 WIDTH = 30
@@ -14,7 +18,7 @@ WIDTH = 30
 class Progress:
     def __init__(self, stream: Any, label: str, total: int, delay_s: float = DELAY_S) -> None:
         self.stream = stream if stream is not None and _isatty(stream) else None
-        self.label = label
+        self.label = one_line(label)  # written past the escaping stream (write_control)
         self.total = max(1, total)
         self.done = 0
         self.delay_s = delay_s
@@ -34,14 +38,14 @@ class Progress:
             self._last_draw = now
             filled = int(WIDTH * self.done / self.total)
             bar = "#" * filled + "-" * (WIDTH - filled)
-            self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total}")
+            write_control(self.stream, f"\r{self.label} [{bar}] {self.done}/{self.total}")
             self.stream.flush()
             self._drawn = True
 
     def close(self) -> None:
         with self._lock:
             if self.stream is not None and self._drawn:
-                self.stream.write("\r" + " " * (2 * len(self.label) + WIDTH + 30) + "\r")  # CJK: 2 columns
+                write_control(self.stream, "\r" + " " * (2 * len(self.label) + WIDTH + 30) + "\r")  # CJK: 2 columns
                 self.stream.flush()
 
     def __enter__(self) -> "Progress":

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from mbridge_launch.base.errors import UserError
 from mbridge_launch.base.paths import cache_dir
 from mbridge_launch.plan.model import Plan
 from mbridge_launch.preflight.context import PreflightContext
@@ -23,7 +24,9 @@ from mbridge_launch.preflight.model import Check, Report
 def _guard(group: str, func: Callable[[], list[Check]]) -> list[Check]:
     try:
         return func()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, UserError):
+        # a UserError is the user's input refused (a --ledger that is a folder): the command's
+        # one-line error and exit code, not a crashed group reported as a bug
         raise
     except Exception as exc:  # noqa: BLE001 - report, never a traceback
         if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
 
 from mbridge_launch.base import slurm_time
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.base.i18n import msg, t
-from mbridge_launch.base.quoting import is_env_name, is_safe_name
+from mbridge_launch.base.names import MAX_RUN_NAME, run_name_problem
+from mbridge_launch.base.numbers import shown
+from mbridge_launch.base.quoting import is_env_name
 from mbridge_launch.knowledge.perf_env import nvl72_segment, perf_env
 from mbridge_launch.knowledge.vocabulary import NVL72, task_goal
 from mbridge_launch.plan.layout import parallelism_of
 from mbridge_launch.plan.model import (
+    DATA_PATH_SPECIAL,
+    TIME_FORMS,
     AutoRollback,
     CatalogRef,
     CheckpointPaths,
@@ -26,6 +34,9 @@ from mbridge_launch.plan.model import (
     Plan,
     PlanWarning,
     RecipeRef,
+    data_path_problem,
+    mount_path,
+    plan_invalid,
 )
 from mbridge_launch.plan.settings import RECIPE_DEFAULT_CHECKPOINT_DIR, override_text
 from mbridge_launch.plan.signals import KEYS as SIGNAL_KEYS
@@ -57,37 +68,80 @@ def default_run_name(rec: Any) -> str:
     return f"{rec.model}-{goal}-{rec.nodes * rec.gpus_per_node}g".replace("_", "-")
 
 
+def _refused(flag: str, error: PydanticCustomError, value: str) -> UserError:
+    """A flag value refused by the Plan's own rule for its field (plan.model), in its words."""
+    return UserError("arg.invalid", flag=flag, reason=t(f"plan.error.{error.type}", value=shown(value),
+                                                        **(error.context or {})))
+
+
 def _mounts(items: list[str]) -> list[Mount]:
+    """--mount SRC[:DST]: the Plan's Mount rule (absolute paths, no ',' or ':' inside them, no
+    Pyxis mount flags), checked on each side."""
     mounts = []
     for item in items:
-        source, _, target = item.partition(":")
-        if not source:
+        parts = item.split(":")
+        if len(parts) > 2 or "," in item:
+            raise UserError("arg.invalid", flag="--mount", reason=t("plan.error.mount_separator", value=shown(item)))
+        source, target = parts[0], parts[-1]
+        if not source or not target:
             raise UserError("arg.invalid", flag="--mount", reason=t("recommend.reason.mount_syntax", value=item))
-        if not (target or source).startswith("/"):  # a Plan's mount target is absolute (plan.model)
-            raise UserError("arg.invalid", flag="--mount", reason=t("recommend.reason.mount_target", value=item))
-        mounts.append(Mount(source=source, target=target or source))
+        for side in (source, target):
+            try:
+                mount_path(side)
+            except PydanticCustomError as exc:
+                raise _refused("--mount", exc, side) from None
+        mounts.append(Mount(source=source, target=target))
     return mounts
 
 
 def _blend(items: list[str]) -> tuple[list[str], list[float] | None]:
+    """--data-path [WEIGHT:]PREFIX, repeated: a weight is a finite number above 0, a prefix the
+    Plan's data path rule (non-empty, nothing Hydra's list syntax reads)."""
     paths: list[str] = []
     weights: list[float] = []
     for item in items:
-        head, sep, tail = item.partition(":")
-        try:
-            weight = float(head) if sep else None
-        except ValueError:
-            weight = None
-        if weight is None:
-            paths.append(item)
+        head, sep, prefix = item.partition(":")
+        if sep:
+            weights.append(_blend_weight(head, item))
         else:
-            weights.append(weight)
-            paths.append(tail)
+            prefix = item
+        problem = data_path_problem(prefix)
+        if problem:
+            raise UserError("arg.invalid", flag="--data-path",
+                            reason=t(f"plan.error.{problem}", value=shown(prefix), special=DATA_PATH_SPECIAL))
+        paths.append(prefix)
     if weights and len(weights) != len(paths):
         raise UserError("arg.invalid", flag="--data-path", reason=t("recommend.reason.blend_weights"))
-    if any(not w > 0 for w in weights):  # as a Plan's dataset.weights (plan.model); `not >` refuses nan
-        raise UserError("arg.invalid", flag="--data-path", reason=t("recommend.reason.blend_weight_positive"))
     return paths, (weights or None)
+
+
+def _blend_weight(text: str, item: str) -> float:
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = float("nan")
+    if not (math.isfinite(weight) and weight > 0):  # as a Plan's dataset.weights (plan.model)
+        raise UserError("arg.invalid", flag="--data-path", reason=t("recommend.reason.blend_weight_invalid",
+                                                                    value=shown(item), weight=shown(text)))
+    return weight
+
+
+def _run_name(name: str) -> str:
+    problem = run_name_problem(name)
+    if problem:
+        raise UserError("arg.invalid", flag="--name", reason=t(f"plan.error.{problem}", value=shown(name),
+                                                               max=MAX_RUN_NAME))
+    return name
+
+
+def _time_seconds(text: str) -> int | None:
+    try:
+        return slurm_time.parse_seconds(text)
+    except slurm_time.TimeOutOfRange:
+        raise UserError("arg.invalid", flag="--time", reason=t("plan.error.time_range", value=shown(text),
+                                                               forms=TIME_FORMS)) from None
+    except ValueError:
+        raise UserError("arg.invalid", flag="--time", reason=t("recommend.reason.time_syntax", value=text)) from None
 
 
 def _env_names(names: list[str]) -> tuple[list[str], list[str]]:
@@ -100,14 +154,18 @@ def _env_names(names: list[str]) -> tuple[list[str], list[str]]:
 
 
 def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
-    layout = rec.layout
-    name = flags.name or default_run_name(rec)
-    if not is_safe_name(name):
-        raise UserError("shell.unsafe_name", what="--name", value=name)
+    """The Plan of a recommendation; a value the Plan refuses (an override that contradicts the
+    layout, a control character in --account, ...) is the Plan's own one-line error."""
     try:
-        seconds = slurm_time.parse_seconds(flags.time)
-    except ValueError:
-        raise UserError("arg.invalid", flag="--time", reason=t("recommend.reason.time_syntax", value=flags.time)) from None
+        return _build_plan(rec, flags)
+    except ValidationError as exc:
+        raise plan_invalid("recommend", exc) from None
+
+
+def _build_plan(rec: Any, flags: ClusterFlags) -> Plan:
+    layout = rec.layout
+    name = _run_name(flags.name if flags.name is not None else default_run_name(rec))
+    seconds = _time_seconds(flags.time)
     if not seconds:  # None is UNLIMITED; 0 asks Slurm for no limit at all
         raise UserError("arg.invalid", flag="--time", reason=t("recommend.reason.time_finite", value=flags.time))
     recipe = rec.recipe

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import re
-import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -96,26 +94,22 @@ def _text(value: Any) -> str:
 
 
 def _read_bounded(path: Path) -> Optional[bytes]:
-    """The file's bytes, never through a symlink; None when there is no claim file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
+    """The file's bytes (base/files.py's bounded reader), never through a symlink; None when
+    there is no claim file."""
+    from mbridge_launch.base.files import probe_read
+
+    probe = probe_read(path, CLAIM_MAX_BYTES, nofollow=True)
+    if probe.kind == "missing":
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP or path.is_symlink():
-            raise ClaimUnreadable(t("ownership.claim_file.symlink")) from None
-        raise ClaimUnreadable(t("ownership.claim_file.os_error", reason=exc.strerror or str(exc))) from None
-    with os.fdopen(fd, "rb") as handle:
-        if not _regular(handle):  # a FIFO or device would block or never end
-            raise ClaimUnreadable(t("ownership.claim_file.not_regular"))
-        data = handle.read(CLAIM_MAX_BYTES + 1)
-    if len(data) > CLAIM_MAX_BYTES:
+    if probe.kind == "symlink":
+        raise ClaimUnreadable(t("ownership.claim_file.symlink"))
+    if probe.kind == "unreadable":
+        raise ClaimUnreadable(t("ownership.claim_file.os_error", reason=probe.reason))
+    if probe.kind != "regular":  # a FIFO or device would block or never end
+        raise ClaimUnreadable(t("ownership.claim_file.not_regular"))
+    if probe.data is None:
         raise ClaimUnreadable(t("ownership.claim_file.too_large", limit=CLAIM_MAX_BYTES))
-    return data
-
-
-def _regular(handle: Any) -> bool:
-    return stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+    return probe.data
 
 
 def _user_name(value: Any) -> str:

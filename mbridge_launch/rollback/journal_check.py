@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
 import hashlib
 import json
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any, Optional
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.files import probe_read
 from mbridge_launch.rollback.checkpoints import JOURNAL_NAME, PT_TRACKER, TXT_TRACKER, parse_iter_dirname
 
 JOURNAL_FORMAT = 1
@@ -56,27 +55,20 @@ def read_bounded(path: Path, limit: int) -> Optional[bytes]:
 
 def read_bounded_stat(path: Path, limit: int) -> Optional[tuple[bytes, os.stat_result]]:
     """The bytes and stat of the regular file at `path` (None when absent), never through a
-    symbolic link and never more than `limit`; BadField('(file)', ...) for anything else."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    symbolic link and never more than `limit` (base/files.py's bounded reader); BadField('(file)',
+    ...) for anything else."""
+    probe = probe_read(path, limit, nofollow=True)
+    if probe.kind == "missing":
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise BadField("(file)", "journal.reason.symlink") from None
-        raise BadField("(file)", "journal.reason.unreadable", reason=exc.strerror or str(exc)) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BadField("(file)", "journal.reason.not_regular")
-        if st.st_size > limit:
-            raise BadField("(file)", "journal.reason.too_large", limit=limit)
-        data = os.read(fd, limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
+    if probe.kind == "symlink":
+        raise BadField("(file)", "journal.reason.symlink")
+    if probe.kind == "unreadable":
+        raise BadField("(file)", "journal.reason.unreadable", reason=probe.reason)
+    if probe.kind != "regular":
+        raise BadField("(file)", "journal.reason.not_regular")
+    if probe.data is None or probe.stat is None:
         raise BadField("(file)", "journal.reason.too_large", limit=limit)
-    return data, st
+    return probe.data, probe.stat
 
 
 def load_journal(stamp_dir: Path) -> Optional[dict[str, Any]]:

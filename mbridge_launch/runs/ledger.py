@@ -69,6 +69,16 @@ def default_ledger_path() -> Path:
     return Path(explicit).expanduser() if explicit else state_dir() / LEDGER_FILENAME
 
 
+def _storable(text: str) -> bool:
+    """Whether SQLite can take the text: argv bytes that are not UTF-8 reach Python as lone
+    surrogates, which it refuses with UnicodeEncodeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _now() -> float:
     return time.time()
 
@@ -132,8 +142,13 @@ class Ledger:
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, path: str | Path | None = None) -> "Ledger":
+    def open(cls, path: str | Path | None = None, *, create: bool = True) -> "Ledger":
+        """The ledger at `path`. `create=False` (commands that only look runs up, and every
+        --dry-run): a ledger that does not exist yet, or a link to nothing, is read as an empty
+        one held in memory, so a query never creates folders or a database at a mistyped path."""
         path = Path(path).expanduser() if path else default_ledger_path()
+        if not create and not path.exists():  # exists() follows links: a dangling one is missing
+            return cls._empty(path)
         busy_ms = _busy_timeout_ms()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,6 +170,14 @@ class Ledger:
             conn.close()
             raise _open_error(exc, path, busy_ms) from None
         return cls(path=path, conn=conn, journal_mode=str(mode).lower())
+
+    @classmethod
+    def _empty(cls, path: Path) -> "Ledger":
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn)
+        return cls(path=path, conn=conn, journal_mode="memory")
 
     def close(self) -> None:
         self.conn.close()
@@ -354,7 +377,7 @@ class Ledger:
         run_id = whole_number(text.lstrip("#"))
         if run_id is not None and run_id < 2**63:  # SQLite's largest integer
             row = self.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
-        if row is None:
+        if row is None and _storable(text):  # a name that is not UTF-8 (argv bytes) names no run
             row = self.conn.execute("SELECT * FROM runs WHERE name=? ORDER BY id DESC LIMIT 1", (text,)).fetchone()
         if row is None:
             known = [r[0] for r in self.conn.execute("SELECT DISTINCT name FROM runs ORDER BY id DESC LIMIT 8")]
@@ -375,6 +398,8 @@ class Ledger:
             where.append(f"state IN ({','.join('?' * len(states))})")
             params.extend(sorted(states))
         if name:
+            if not _storable(name):
+                return []
             where.append("name = ?")
             params.append(name)
         if where:
@@ -385,6 +410,8 @@ class Ledger:
         return [run_from_row(r) for r in self.conn.execute(sql, params)]
 
     def runs_for_save_dir(self, save_dir: str | Path) -> list[RunRecord]:
+        if not _storable(_norm(save_dir) or ""):
+            return []
         rows = self.conn.execute("SELECT * FROM runs WHERE save_dir=? ORDER BY id DESC", (_norm(save_dir),))
         return [run_from_row(r) for r in rows]
 

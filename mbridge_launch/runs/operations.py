@@ -25,12 +25,13 @@ def slurm_query():
     return SacctQuery()
 
 
-def open_ledger(path: Optional[str] = None, *, reconcile: bool = True, query=None) -> L.Ledger:
+def open_ledger(path: Optional[str] = None, *, reconcile: bool = True, query=None, create: bool = False) -> L.Ledger:
     """Open the ledger and resolve every run that may have a job the ledger does not know (left
     `submitting` by a crashed submit, or `submit_failed` after the scheduler was called), printing
     what was found, before the command does anything else. `path`: the --ledger option (default:
-    the state directory's ledger)."""
-    ledger = L.Ledger.open(path)
+    the state directory's ledger). `create`: only commands that record something new (submit,
+    a rollback that is not a dry run) create a missing ledger; the others read it as empty."""
+    ledger = L.Ledger.open(path, create=create)
     if reconcile and ledger.reconcile_candidates():
         reconcile_now(ledger, query)
     return ledger

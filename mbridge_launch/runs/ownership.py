@@ -238,7 +238,9 @@ def preflight_callback(ledger_path: Optional[str], *, ask_slurm: bool) -> Callab
 
     def check(save_dir: str) -> Ownership:
         path = Path(ledger_path).expanduser() if ledger_path else L.default_ledger_path()
-        if not path.exists():
+        # os.path.exists: a path that cannot exist (a name over NAME_MAX, a file as a folder) is
+        # no ledger, as a missing one is; Path.exists raises OSError for those before 3.12
+        if not os.path.exists(path):
             return save_dir_ownership(None, save_dir, ask_slurm=ask_slurm)
         ledger = L.Ledger.open(path)
         try:

@@ -72,11 +72,12 @@ class RunRecord:
 
     def plan(self):  # -> Plan
         """The Plan exactly as submitted (from the ledger's copy, not the possibly edited file)."""
-        import yaml
-
+        from mbridge_launch.base.user_yaml import load_user_yaml
         from mbridge_launch.plan.model import plan_from_dict
 
-        return plan_from_dict(yaml.safe_load(self.plan_yaml), f"ledger run {self.id}")
+        # the ledger may be another user's (a shared state dir): the same loader as a Plan file
+        where = f"ledger run {self.id}"
+        return plan_from_dict(load_user_yaml(self.plan_yaml, where), where)
 
 
 _JSON_RUN_FIELDS = {"cluster": {}, "job_ids": [], "log_paths": []}

@@ -13,20 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from checkpoint_fixtures import make_save_dir
+from checkpoint_fixtures import hostile_commands, make_hostile, make_save_dir
+from cli_helpers import one_line_error
 from mbridge_launch.rollback import checkpoints as C
 from preflight_fixtures import valid_plan, write
 
 TIMEOUT = 30  # every command here answers in a few seconds; a hang fails instead of blocking CI
 
 
-def one_line_error(result, rc: int = 2) -> str:
-    """The single stderr line of a refused command (exit `rc`), with no traceback."""
-    assert result.rc == rc, (result.rc, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 def secret_env() -> tuple[str, dict[str, str]]:
@@ -209,26 +203,11 @@ def test_logs_poll_zero_negative_nan_inf_refused(tmp_path, mbl, value):
 # ---------------------------------------------------------------------- a directory full of hostile links
 def test_hostile_symlink_directory_prints_nothing_and_changes_nothing(plan_with_save, tmp_path, mbl):
     plan, save = plan_with_save
-    for name in (C.TXT_TRACKER, C.PT_TRACKER):
-        (save / name).unlink()
-    (save / C.TXT_TRACKER).symlink_to("/proc/self/environ")
-    (save / C.PT_TRACKER).symlink_to("/dev/zero")
-    (save / "iter_0000500").symlink_to("/")
-    os.mkfifo(save / "iter_0000700")
-    stamp = save / C.ROLLED_BACK_DIR / "20260101-000000"
-    stamp.mkdir(parents=True)
-    os.mkfifo(stamp / C.JOURNAL_NAME)
-    (save / C.ROLLED_BACK_DIR / "20260102-000000").symlink_to("/")
-    fifo_metadata = save / "iter_0000200" / C.METADATA
-    fifo_metadata.unlink()
-    os.mkfifo(fifo_metadata)
+    make_hostile(save)  # the construction benchmarks/speed.py times too
     marker, env = secret_env()
     env["MBRIDGE_LAUNCH_STATE_DIR"] = str(tmp_path / "state")
     before = lstat_listing(save)
-    commands = [("preflight", str(plan), "--no-cluster"), ("preflight", str(plan), "--no-cluster", "--format", "json"),
-                ("checkpoints", str(save)), ("checkpoints", str(save), "--format", "json"),
-                ("rollback", str(save), "--to", "100", "--dry-run")]
-    for args in commands:
+    for args in hostile_commands(plan, save):
         # a hang or a walk of / ends in TIMEOUT (a failure); speed itself is not asserted here
         result = mbl.run(*args, env=env, timeout=TIMEOUT)
         assert result.rc in (0, 1, 2), (args, result.rc, result.stderr)

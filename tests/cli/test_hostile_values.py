@@ -29,13 +29,19 @@ def injections(tag: str) -> str:
             f"touch canary-{tag}-semi\nsecond line & touch canary-{tag}-amp | $HOME *")
 
 
+def override_value() -> str:
+    """The injections as an override value: without the line break, which Hydra's override grammar
+    has no place for (the Plan refuses it; env values keep theirs)."""
+    return injections("override").replace("\n", " ")
+
+
 def hostile_plan(base: Path, entry: list[str], executor: str):
     name = "llama3-8b-hostile"  # a hostile run name is refused by the Plan itself (test below)
     save = base / ("ckpt " + injections("path").replace("\n", " ").replace("/", "_"))
     plan = pf.with_changes(
         pf.moe_ep(),
         top={"name": name,
-             "overrides": [{"key": "logger.wandb_exp_name", "value": injections("override"), "class": "execution"},
+             "overrides": [{"key": "logger.wandb_exp_name", "value": override_value(), "class": "execution"},
                            {"key": "train.train_iters", "value": "2", "class": "convergence"}],
              "env_vars": {"NCCL_NVLS_ENABLE": "0", "MBL_HOSTILE": injections("env")}},
         cluster={"partition": "h100", "account": None, "time": "00:10:00",
@@ -79,7 +85,7 @@ def test_hostile_values_reach_the_trainer_verbatim(executor, slurm_cluster, slur
     records = [json.loads(p.read_text()) for p in sorted(report.glob("rank-*.json"))]
     assert len(records) == 16
     for record in records:
-        assert f"logger.wandb_exp_name={injections('override')}" in record["argv"]
+        assert f"logger.wandb_exp_name={override_value()}" in record["argv"]
         assert f"checkpoint.save={save}" in record["argv"]
         assert record["env"]["MBL_HOSTILE"] == injections("env")
         assert record["env"]["SLURM_JOB_NAME"] == plan.name

@@ -306,3 +306,21 @@ def test_script_dir_style_write_keeps_an_existing_files_mode(tmp_path):
     assert stat.S_IMODE(script.stat().st_mode) == 0o750 and script.read_text().endswith("echo 2\n")
     atomic_write_text(script, "#!/bin/bash\n", mode=0o640, exact_mode=True)
     assert stat.S_IMODE(script.stat().st_mode) == 0o640
+
+
+# ---------------------------------------------------------------------- queries create nothing
+@pytest.mark.parametrize("argv", [["status", "x"], ["runs"], ["logs", "x"], ["cancel", "x", "--yes"],
+                                  ["runs", "mark-lost", "x", "--reason", "r", "--yes"], ["checkpoints", "x"],
+                                  ["watch", "x"], ["rollback", "SAVE", "--to", "100", "--dry-run"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_query_with_a_mistyped_ledger_path_creates_nothing(capsys, tmp_path, argv):
+    """A command that only looks runs up (and every --dry-run) reads a missing ledger, or a link to
+    nothing, as empty: no folder, no database appears at the mistyped path or behind the link."""
+    save = make_save_dir(tmp_path / "save", [100])
+    argv = [str(save) if a == "SAVE" else a for a in argv]
+    dangling = tmp_path / "dangling.sqlite3"
+    dangling.symlink_to(tmp_path / "victim-dir" / "ledger.sqlite3")
+    for ledger in (tmp_path / "typo" / "sub" / "ledger.sqlite3", dangling):
+        run(capsys, *argv, "--ledger", str(ledger))
+        assert not (tmp_path / "typo").exists() and not (tmp_path / "victim-dir").exists()
+        assert dangling.is_symlink() and not dangling.exists()

@@ -73,7 +73,8 @@ def _fake_gpu_path(tmp_path: Path, count: int) -> str:
 
 
 def _task_plan(tmp_path: Path):
-    hostile = "a b;$(touch " + str(tmp_path / "canary") + ")`id`'\"\n"
+    # (no line break: Hydra's override grammar has none, so the Plan refuses it in an override value)
+    hostile = "a b;$(touch " + str(tmp_path / "canary") + ")`id`'\""
     echo = [sys.executable, "-c", "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('NCCL_NVLS_ENABLE'), os.environ.get('SETUP_RAN')]))"]
     return hostile, pf.with_changes(
         pf.moe_ep(),

@@ -306,12 +306,12 @@ def test_every_key_in_the_catalog_is_used():
 
 def test_echoed_values_cannot_drive_the_terminal():
     """A user-given value with an escape sequence (or a NUL) comes back escaped, not executed by
-    the terminal; CJK text, line breaks and tabs are kept."""
+    the terminal; CJK text is kept, line breaks and tabs are escaped too (an error is one line)."""
     from mbridge_launch.base.errors import UserError
 
     text = UserError("models.unknown", model="x\x1b[31my\x00", closest="llama3_8b").render("en")
     assert "\x1b" not in text and "\x00" not in text and "x\\x1b[31my\\x00" in text
-    assert UserError("models.unknown", model="模型\n\tb", closest="-").render("zh").startswith("未知模型 '模型\n\tb'")
+    assert UserError("models.unknown", model="模型\n\tb", closest="-").render("zh").startswith("未知模型 '模型\\n\\tb'")
 
 
 def test_loading_reads_only_the_language_in_use(monkeypatch):

@@ -155,8 +155,8 @@ def test_dataset_weights_are_positive_and_one_per_path():
     assert plan_from_dict(data(**{"dataset.weights": [0.3, 0.7]})).dataset.weights == [0.3, 0.7]
     error, text = refused(data(**{"dataset.weights": [1.0]}))
     assert fields_of(error) == ["dataset.weights"] and "1 weights for 2 data paths" in text
-    error, _ = refused(data(**{"dataset.weights": [0.5, -0.5]}))
-    assert error.problems[0][:2] == ("dataset.weights", "plan.error.weights_positive")
+    error, _ = refused(data(**{"dataset.weights": [0.5, -0.5]}))  # each weight is checked where it stands
+    assert error.problems[0][:2] == ("dataset.weights[1]", "plan.error.above")
     assert plan_from_dict(data(**{"dataset.fields": {"num_workers": 2}})).dataset.fields["num_workers"] == "2"
 
 

@@ -85,10 +85,12 @@ def test_plans_without_acceptances_keep_their_hash(plan):
         edit(plan, accepted_checks=[{"code": "plan.memory_oom", "reason": ""}])
 
 
-def test_memory_falls_back_to_the_plans_estimate(plan):
+def test_memory_is_not_checked_from_the_plans_estimate(plan):
+    """The Plan's estimates block is editable: without the architecture memory is unchecked."""
     unknown = edit(plan, **{"recipe.model": "not_a_model", "estimates.memory_gb_per_gpu": 90.0, "estimates.hbm_gb": 80.0})
     found = {c.code: c for c in plan_checks(unknown)}
-    assert found["plan.memory_oom"].params["source"] == "plan.estimates"
+    assert "plan.memory_oom" not in found and "plan.memory_ok" not in found
+    assert found["plan.memory_unchecked"].severity == "warning" and "RULE_MEMORY" in found["plan.memory_unchecked"].message("en")
     assert found["plan.arch_unknown"].severity == "warning"
 
 
@@ -149,14 +151,16 @@ def test_catalog_version_unknown(plan):
 def test_convergence_overrides_are_listed(plan):
     changed = edit(plan, overrides=[
         override("optimizer.lr", "1e-4", "convergence", "lower LR").model_dump(by_alias=True),
-        override("model.recompute_granularity", "selective", "execution").model_dump(by_alias=True),
+        override("ddp.overlap_grad_reduce", "true", "execution").model_dump(by_alias=True),
     ])
     listed = [c for c in plan_checks(changed) if c.code == "plan.convergence_override"]
     assert [c.subject for c in listed] == ["optimizer.lr"] and "lower LR" in listed[0].message("en")
 
 
 def test_override_declared_execution_that_changes_convergence(plan):
-    wrong = edit(plan, overrides=[override("train.global_batch_size", "512", "execution").model_dump(by_alias=True)])
+    # the layout says the same (an override contradicting parallelism is refused at load)
+    wrong = edit(plan, overrides=[override("train.global_batch_size", "512", "execution").model_dump(by_alias=True)],
+                 **{"parallelism.gbs": 512})
     found = {c.code: c for c in plan_checks(wrong)}
     assert found["plan.override_misclassified"].params["actual"] == "convergence"
     assert "plan.convergence_override" in found  # listed under its real class

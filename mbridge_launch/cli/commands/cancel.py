@@ -10,9 +10,9 @@ HELP = "help.cancel"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.cli.options import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument, run_arg
 
-    parser.add_argument("run", help=t("help.common.run"))
+    parser.add_argument("run", type=run_arg, metavar="RUN", help=t("help.common.run"))
     parser.add_argument("--yes", action="store_true", help=t("help.cancel.yes"))
     parser.add_argument("--wait", action="store_true", help=t("help.cancel.wait"))
     add_ledger_argument(parser)
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.errors import CheckFailed
-    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.escape import t_line
     from mbridge_launch.gate.submit import confirm_cancel
     from mbridge_launch.runs.operations import cancel_and_wait, executor_cancel, open_ledger, refresh
 
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
             # a run that may have a job nobody could find: "cancelled" would be a lie
             raise CheckFailed("gate.cancel_no_job", name=record.name, id=record.id, state=record.state)
         if not record.active:
-            print(t("gate.not_active", name=record.name, id=record.id, state=record.state))
+            print(t_line("gate.not_active", name=record.name, id=record.id, state=record.state))
             return 0
         method = confirm_cancel(record, yes=args.yes)
         ledger.record_confirmation(record.id, "cancel", method, {"job_ids": record.job_ids})
@@ -47,5 +47,5 @@ def run(args: argparse.Namespace) -> int:
         else:
             executor_cancel(record)
             ledger.add_event(record.id, "cancel", {"job_ids": record.job_ids})
-    print(t("gate.cancelled", name=record.name, id=record.id, jobs=", ".join(record.job_ids) or "-", count=len(record.job_ids)))
+    print(t_line("gate.cancelled", name=record.name, id=record.id, jobs=", ".join(record.job_ids) or "-", count=len(record.job_ids)))
     return 0

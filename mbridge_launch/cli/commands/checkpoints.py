@@ -6,6 +6,7 @@ import argparse
 import math
 import time
 
+from mbridge_launch.base.escape import t_line  # directory names and trackers are others' files
 from mbridge_launch.base.i18n import t
 from mbridge_launch.base.terminal import display_width, pad
 from mbridge_launch.cli.main import add_common
@@ -15,9 +16,9 @@ HELP = "help.checkpoints"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
-    from mbridge_launch.cli.options import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument, target_arg
 
-    parser.add_argument("target", metavar="RUN|DIR", help=t("help.common.target"))
+    parser.add_argument("target", metavar="RUN|DIR", type=target_arg, help=t("help.common.target"))
     parser.add_argument("--log", metavar="FILE", action="append", default=None,
                         help=t("help.checkpoints.log"))
     add_ledger_argument(parser)
@@ -45,7 +46,7 @@ def _tracker_text(report) -> tuple[str, str]:
     elif tr.pt_iteration is None:
         pt = t("ckpt.tracker_unknown")
     elif tr.pt_match_location.startswith("rolled_back"):
-        pt = t("ckpt.tracker_in_rolled_back", iteration=tr.pt_iteration, where=tr.pt_match_location)
+        pt = t_line("ckpt.tracker_in_rolled_back", iteration=tr.pt_iteration, where=tr.pt_match_location)
     else:
         pt = str(tr.pt_iteration)
     txt = t("ckpt.tracker_absent") if tr.txt_raw is None else (tr.txt_raw.strip() or "''")
@@ -53,14 +54,14 @@ def _tracker_text(report) -> tuple[str, str]:
 
 
 def print_report(report) -> None:
-    print(t("ckpt.header", path=report.save_dir))
+    print(t_line("ckpt.header", path=report.save_dir))
     if not report.checkpoints:
         print("  " + t("ckpt.none"))
     else:
         rows = [t("ckpt.columns").split("  ")]
         for c in report.checkpoints:
             complete = (t("ckpt.complete") if c.complete else t("ckpt.mixed") if c.mixed and not c.missing
-                        else t("ckpt.incomplete", missing=", ".join(c.missing)))
+                        else t_line("ckpt.incomplete", missing=", ".join(c.missing)))
             trackers = ",".join(sorted("pt" if n.endswith(".pt") else "txt" for n in c.tracked_by)) or "-"
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.mtime)) if c.mtime else "-"
             rows.append([str(c.iteration), complete, _size(c.size_bytes), when, trackers, _loss(c.loss)])
@@ -69,26 +70,26 @@ def print_report(report) -> None:
             print("  " + "  ".join(pad(cell, w) for cell, w in zip(row, widths)).rstrip())
         for c in report.checkpoints:
             if c.notes:
-                print("  " + t("ckpt.notes", iteration=c.iteration, notes=", ".join(c.notes)))
+                print("  " + t_line("ckpt.notes", iteration=c.iteration, notes=", ".join(c.notes)))
             if c.shard_reason:  # shards vs. the checkpoint's own index (two world sizes in one dir)
-                print("  " + t("ckpt.shard_line", iteration=c.iteration, reason=c.shard_reason))
+                print("  " + t_line("ckpt.shard_line", iteration=c.iteration, reason=c.shard_reason))
     pt, txt = _tracker_text(report)
-    print(t("ckpt.trackers", pt=pt, txt=txt))
+    print(t_line("ckpt.trackers", pt=pt, txt=txt))
     tr = report.trackers
     if tr.pt_iteration is not None and tr.txt_iteration is not None and tr.pt_iteration != tr.txt_iteration:
-        print(t("warning.prefix", message=t("ckpt.trackers_disagree")))
+        print(t_line("warning.prefix", message=t("ckpt.trackers_disagree")))
     res = report.resume
     if not res.loadable:
-        print(t("warning.prefix", message=t("ckpt.resume_broken", source=res.source, reason=res.reason)))
+        print(t_line("warning.prefix", message=t_line("ckpt.resume_broken", source=res.source, reason=res.reason)))
     elif res.iteration is None:
         print(t("ckpt.resume_fresh"))
     else:
-        print(t("ckpt.resume_ok", iteration=res.iteration, source=res.source))
+        print(t_line("ckpt.resume_ok", iteration=res.iteration, source=res.source))
     for s in report.rolled_back:
-        print(t("ckpt.rolled_back_set", stamp=s.stamp, iters=", ".join(map(str, s.iterations)) or "-",
+        print(t_line("ckpt.rolled_back_set", stamp=s.stamp, iters=", ".join(map(str, s.iterations)) or "-",
                 to_iter=s.to_iter if s.to_iter is not None else "?", state=s.journal_state or "?"))
     if report.interrupted:
-        print(t("warning.prefix", message=t("ckpt.interrupted", stamps=", ".join(s.stamp for s in report.interrupted),
+        print(t_line("warning.prefix", message=t_line("ckpt.interrupted", stamps=", ".join(s.stamp for s in report.interrupted),
                                            dir=report.save_dir)))
 
 

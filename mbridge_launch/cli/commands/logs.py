@@ -28,9 +28,9 @@ def poll_seconds(value: float, floor: float = POLL_FLOOR_S) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
-    from mbridge_launch.cli.options import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument, run_arg
 
-    parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
+    parser.add_argument("run", type=run_arg, metavar="RUN", help=t("help.common.run"))
     parser.add_argument("-f", "--follow", action="store_true", help=t("help.logs.follow"))
     parser.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
     add_ledger_argument(parser)
@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.escape import t_line  # the log's own lines are escaped by the output stream
     from mbridge_launch.rollback.lossmon import LogFollower
     from mbridge_launch.runs.operations import open_ledger, refresh, run_log_paths
 
@@ -60,11 +61,11 @@ def run(args: argparse.Namespace) -> int:
                 if key not in followers:
                     if not path.exists():
                         if not args.follow:
-                            print(t("ledger.logs.missing", path=path), file=sys.stderr)
+                            print(t_line("ledger.logs.missing", path=path), file=sys.stderr)
                         continue
                     followers[key] = LogFollower(path)
                     if len(paths) > 1:
-                        print(t("ledger.logs.file_header", path=path))
+                        print(t_line("ledger.logs.file_header", path=path))
                 lines = followers[key].read_new()
                 if lines:
                     sys.stdout.write("".join(lines))

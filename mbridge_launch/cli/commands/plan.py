@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         from mbridge_launch.recommend.plan_file import write_plan
 
         path, digest = write_plan(result.candidates[0], got, gpus, args.output, name=args.name)
-        print(t("plan.written", path=path, hash=digest), file=sys.stderr)
+        from mbridge_launch.base.escape import t_line
+
+        print(t_line("plan.written", path=path, hash=digest), file=sys.stderr)
     return 0
 
 

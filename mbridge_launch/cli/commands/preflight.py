@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.escape import t_line
     from mbridge_launch.base.output import print_json
     from mbridge_launch.plan.model import load_plan, read_plan_text
     from mbridge_launch.preflight.render import render_text
@@ -45,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(report.to_json())
     else:
-        title = t("preflight.title", name=plan.name, hash=plan.plan_hash(), path=args.plan)
+        title = t_line("preflight.title", name=plan.name, hash=plan.plan_hash(), path=args.plan)
         sys.stdout.write(render_text(report, title) + "\n")
     return report.exit_code

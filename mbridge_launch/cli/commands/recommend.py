@@ -55,6 +55,7 @@ def _refuse_smoke_conflicts(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.escape import t_line
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
     from mbridge_launch.cli.render.recommend import as_card, as_json
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         path = save_plan(plan, args.output)
         import sys
 
-        print(t("plan.written", path=path, hash=plan.plan_hash()), file=sys.stderr)
+        print(t_line("plan.written", path=path, hash=plan.plan_hash()), file=sys.stderr)
         if args.smoke_test:  # a new user's next step: check the plan, then read the exact script
             from mbridge_launch.base.quoting import sh
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mbridge_launch.base.escape import t_line  # save directories and run names in one line each
 from mbridge_launch.base.i18n import msg, t
 from mbridge_launch.cli.main import add_common
 
@@ -27,9 +28,9 @@ HELP = "help.rollback"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
-    from mbridge_launch.cli.options import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument, target_arg
 
-    parser.add_argument("target", metavar="RUN|DIR", help=t("help.common.target"))
+    parser.add_argument("target", metavar="RUN|DIR", type=target_arg, help=t("help.common.target"))
     parser.add_argument("--to", metavar="ITER", help=t("help.rollback.to"))
     parser.add_argument("--dry-run", action="store_true", help=t("help.rollback.dry_run"))
     parser.add_argument("--yes", action="store_true", help=t("help.rollback.yes"))
@@ -51,13 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _print_plan(plan, file=None) -> None:
     if plan.pending_recovery:
-        print(t("rollback.plan_recover", stamps=", ".join(plan.pending_recovery)), file=file)
-    print(t("rollback.plan_header", path=plan.save_dir, iteration=plan.to_iter), file=file)
+        print(t_line("rollback.plan_recover", stamps=", ".join(plan.pending_recovery)), file=file)
+    print(t_line("rollback.plan_header", path=plan.save_dir, iteration=plan.to_iter), file=file)
     for name, (before, after) in plan.tracker_changes.items():
-        print("  " + t("rollback.plan_tracker", file=name, before=before or t("ckpt.tracker_absent"), after=after),
+        print("  " + t_line("rollback.plan_tracker", file=name, before=before or t("ckpt.tracker_absent"), after=after),
               file=file)
     for name in plan.moved:
-        print("  " + t("rollback.plan_move", name=name, stamp="<stamp>"), file=file)
+        print("  " + t_line("rollback.plan_move", name=name, stamp="<stamp>"), file=file)
 
 
 def _parse_iter(value: str | None) -> int:
@@ -156,7 +157,7 @@ def _resubmission(ledger, target, to_iter: int, skips: list[int], seed: int | No
 def _resubmit(ledger, target, plan, args):
     from mbridge_launch.gate.submit import resubmit_options, submit_gated
 
-    print(t("rollback.resubmitting", run=target.run.name, id=target.run.id), file=sys.stderr)
+    print(t_line("rollback.resubmitting", run=target.run.name, id=target.run.id), file=sys.stderr)
     options = resubmit_options(ledger, target.run, yes=args.yes)
     if args.force:  # the user's own override replaces one carried over from the run
         options.force, options.reason, options.force_covers = True, args.reason, None
@@ -181,7 +182,7 @@ def _ensure_stopped(ledger, target, args, confirm_method_holder: list) -> None:
     active = _active_runs(ledger, target)
     if not active:
         if target.run is None:
-            print(t("warning.prefix", message=t("rollback.unrecorded_dir", path=target.save_dir)), file=sys.stderr)
+            print(t_line("warning.prefix", message=t_line("rollback.unrecorded_dir", path=target.save_dir)), file=sys.stderr)
         return
     first = active[0]
     if not args.cancel:
@@ -209,7 +210,7 @@ def _warn_if_pinned(target) -> None:
     if plan.checkpoint.load and parse_iter_dirname(plan.checkpoint.load.rstrip("/").rsplit("/", 1)[-1]) is not None:
         pinned.append(f"checkpoint.load={plan.checkpoint.load}")
     if pinned:
-        print(t("warning.prefix", message=t("rollback.pinned", run=target.run.name, settings=", ".join(pinned))),
+        print(t_line("warning.prefix", message=t_line("rollback.pinned", run=target.run.name, settings=", ".join(pinned))),
               file=sys.stderr)
 
 
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
 
     _check_conflicts(args)
     skips, seed = _check_resubmit_args(args)
-    with open_ledger(args.ledger) as ledger:
+    with open_ledger(args.ledger, create=not args.dry_run) as ledger:
         target = resolve_target(args.target, ledger)
         run_id = target.run.id if target.run else None
         from mbridge_launch.base.quoting import sh
@@ -229,18 +230,18 @@ def run(args: argparse.Namespace) -> int:
 
         if args.recover and args.dry_run:  # what would be finished; nothing (not even the lock) is touched
             pending = rb.interrupted_stamps(str(target.save_dir))  # resolve_target needs one
-            print(t("rollback.recover_dry_run", stamps=", ".join(pending), count=len(pending), path=target.save_dir)
-                  if pending else t("rollback.nothing_to_recover", path=target.save_dir))
+            print(t_line("rollback.recover_dry_run", stamps=", ".join(pending), count=len(pending), path=target.save_dir)
+                  if pending else t_line("rollback.nothing_to_recover", path=target.save_dir))
             return 0
         if args.recover:
             handled = rb.recover(target.save_dir, ledger)
-            print(t("rollback.recovered", stamps=", ".join(handled), count=len(handled)) if handled
-                  else t("rollback.nothing_to_recover", path=target.save_dir))
+            print(t_line("rollback.recovered", stamps=", ".join(handled), count=len(handled)) if handled
+                  else t_line("rollback.nothing_to_recover", path=target.save_dir))
             return 0
 
         if args.undo is not None:
             preview = rb.undo(target.save_dir, stamp=args.undo or None, dry_run=True, ledger=ledger)
-            print(t("rollback.undo_plan", stamp=preview.stamp, path=preview.save_dir, names=", ".join(preview.restored) or "-"))
+            print(t_line("rollback.undo_plan", stamp=preview.stamp, path=preview.save_dir, names=", ".join(preview.restored) or "-"))
             if args.dry_run:
                 print(t("rollback.dry_run_done"))
                 return 0
@@ -251,15 +252,15 @@ def run(args: argparse.Namespace) -> int:
             # undo exactly what was shown and confirmed (refused if a recovery made another one newest)
             result = rb.undo(target.save_dir, stamp=preview.stamp, ledger=ledger)
             if result.recovered:
-                print(t("rollback.recovered", stamps=", ".join(result.recovered), count=len(result.recovered)))
-            print(t("rollback.undone", stamp=result.stamp, path=result.save_dir))
+                print(t_line("rollback.recovered", stamps=", ".join(result.recovered), count=len(result.recovered)))
+            print(t_line("rollback.undone", stamp=result.stamp, path=result.save_dir))
             return 0
 
         to_iter = _parse_iter(args.to)
         new_plan = _resubmission(ledger, target, to_iter, skips, seed) if args.resubmit else None
         plan = rb.rollback(target.save_dir, to_iter, dry_run=True)
         if plan.nothing_to_do and not plan.pending_recovery and new_plan is None:
-            print(t("rollback.nothing_to_do", path=plan.save_dir, iteration=to_iter))
+            print(t_line("rollback.nothing_to_do", path=plan.save_dir, iteration=to_iter))
             return 0
         if args.format == "json" and args.dry_run:
             print_json({**plan.__dict__, "resubmit_overrides": _changed_overrides(target, new_plan)})
@@ -270,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
             _print_plan(plan, file=preview_to)
         _warn_if_pinned(target)
         if new_plan is not None:
-            print(t("rollback.resubmit_preview", run=target.run.name,
+            print(t_line("rollback.resubmit_preview", run=target.run.name,
                     overrides=", ".join(f"{o['key']}={o['value']}" for o in _changed_overrides(target, new_plan)) or "-"),
                   file=preview_to)
         if args.dry_run:
@@ -280,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         _ensure_stopped(ledger, target, args, held)
         if plan.nothing_to_do and not plan.pending_recovery:
             result = None  # --resubmit of a directory that is already at --to: only the resubmission
-            print(t("rollback.nothing_to_do", path=plan.save_dir, iteration=to_iter), file=preview_to)
+            print(t_line("rollback.nothing_to_do", path=plan.save_dir, iteration=to_iter), file=preview_to)
         else:
             method = held[0] if held else confirm(target.label, yes=args.yes, action_key="rollback.action_rollback")
             ledger.record_confirmation(run_id, "rollback", method, {"save_dir": str(target.save_dir), "to_iter": to_iter})
@@ -294,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({"rollback": result.__dict__ if result else None,
                     "resubmitted": {**child.summary(), "confirmation": gated.confirmation, "script": gated.script_path}})
     else:
-        print(t("rollback.resubmitted", run=child.name, id=child.id, parent=child.parent_run_id,
+        print(t_line("rollback.resubmitted", run=child.name, id=child.id, parent=child.parent_run_id,
                 jobs=", ".join(child.job_ids) or "-", count=len(child.job_ids), iteration=to_iter))
     return 0
 
@@ -313,13 +314,13 @@ def _report(result, to_iter: int, ref: str, fmt: str, *, text_only: bool) -> Non
     --resubmit the JSON comes after the resubmission, so this is text on stderr)."""
     text_to = sys.stderr if fmt == "json" else sys.stdout
     if result.recovered:
-        print(t("rollback.recovered", stamps=", ".join(result.recovered), count=len(result.recovered)), file=text_to)
+        print(t_line("rollback.recovered", stamps=", ".join(result.recovered), count=len(result.recovered)), file=text_to)
     if result.nothing_to_do:
-        print(t("rollback.nothing_to_do", path=result.save_dir, iteration=to_iter), file=text_to)
+        print(t_line("rollback.nothing_to_do", path=result.save_dir, iteration=to_iter), file=text_to)
     elif fmt == "json" and not text_only:
         from mbridge_launch.base.output import print_json
 
         print_json(result.__dict__)
     else:
-        print(t("rollback.done", path=result.save_dir, iteration=to_iter, count=len(result.moved),
+        print(t_line("rollback.done", path=result.save_dir, iteration=to_iter, count=len(result.moved),
                 stamp=result.stamp, ref=ref), file=text_to)

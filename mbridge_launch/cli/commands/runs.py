@@ -32,9 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_repair(parser: argparse.ArgumentParser, action: str) -> None:
+    from mbridge_launch.cli.options import run_arg
     from mbridge_launch.runs.ledger import default_ledger_path
 
-    parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
+    parser.add_argument("run", type=run_arg, metavar="RUN", help=t("help.common.run"))
     if action == "adopt":
         parser.add_argument("job", metavar="JOBID", help=t("help.runs.adopt.job"))
     parser.add_argument("--reason", required=True, help=t("help.runs.repair.reason"))
@@ -50,6 +51,7 @@ def _add_repair(parser: argparse.ArgumentParser, action: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "repair", None):
         return _repair(args)
+    from mbridge_launch.base.escape import one_line, t_line
     from mbridge_launch.base.output import print_json
     from mbridge_launch.runs import ledger as L
     from mbridge_launch.runs.operations import fmt_time, open_ledger, refresh
@@ -67,17 +69,19 @@ def run(args: argparse.Namespace) -> int:
             print_json([r.summary() for r in runs])
             return 0
         if not runs:
-            print(t("ledger.runs.none", path=ledger.path))
+            print(t_line("ledger.runs.none", path=ledger.path))
             return 0
         print(t("ledger.runs.header"))
-        for r in runs:
-            print(f"{r.id:>4}  {r.name}  {r.state}  {r.executor}  {','.join(r.job_ids) or '-'}  "
-                  f"{fmt_time(r.submitted_at or r.created_at)}  {r.save_dir or '-'}")
+        for r in runs:  # one line per run, whatever its fields hold (a ledger others can write)
+            cells = (r.name, r.state, r.executor, ",".join(r.job_ids) or "-", fmt_time(r.submitted_at or r.created_at),
+                     r.save_dir or "-")
+            print(f"{r.id:>4}  " + "  ".join(one_line(cell) for cell in cells))
     return 0
 
 
 def _repair(args: argparse.Namespace) -> int:
     from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.escape import t_line
     from mbridge_launch.base.output import print_json
     from mbridge_launch.runs import repair
     from mbridge_launch.runs.operations import confirm, open_ledger, slurm_query
@@ -97,6 +101,6 @@ def _repair(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(record.summary())
     else:
-        print(t(f"repair.done.{args.repair.replace('-', '_')}", run=record.name, id=record.id, state=record.state,
-                jobs=", ".join(record.job_ids) or "-"))
+        print(t_line(f"repair.done.{args.repair.replace('-', '_')}", run=record.name, id=record.id, state=record.state,
+                     jobs=", ".join(record.job_ids) or "-"))
     return 0

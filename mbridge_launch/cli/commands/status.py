@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from mbridge_launch.base.i18n import t
 from mbridge_launch.cli.main import add_common
 
 HELP = "help.status"
@@ -12,14 +11,15 @@ HELP = "help.status"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
-    from mbridge_launch.cli.options import add_ledger_argument
+    from mbridge_launch.cli.options import add_ledger_argument, run_arg
 
-    parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
+    parser.add_argument("run", type=run_arg, metavar="RUN", help=t("help.common.run"))
     add_ledger_argument(parser)
     add_common(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.escape import t_line  # every value on its own line, escaped (a ledger others can write)
     from mbridge_launch.base.output import print_json
     from mbridge_launch.runs.operations import fmt_time, open_ledger, refresh
 
@@ -40,28 +40,28 @@ def run(args: argparse.Namespace) -> int:
             data["overrides"] = ledger.overrides(record.id)
             print_json(data)
             return 0
-        print(t("ledger.status.run", name=record.name, id=record.id))
-        print("  " + t("ledger.status.state", state=record.state, slurm=record.slurm_state or "-"))
-        print("  " + t("ledger.status.jobs", jobs=", ".join(record.job_ids) or "-", executor=record.executor))
+        print(t_line("ledger.status.run", name=record.name, id=record.id))
+        print("  " + t_line("ledger.status.state", state=record.state, slurm=record.slurm_state or "-"))
+        print("  " + t_line("ledger.status.jobs", jobs=", ".join(record.job_ids) or "-", executor=record.executor))
         if details["pending_reason"]:
-            print("  " + t("ledger.status.pending_reason", reason=details["pending_reason"]))
+            print("  " + t_line("ledger.status.pending_reason", reason=details["pending_reason"]))
         if details["restarts"] is not None:
-            print("  " + t("ledger.status.restarts", count=details["restarts"]))
+            print("  " + t_line("ledger.status.restarts", count=details["restarts"]))
         if record.watcher_job_id and details["watcher_state"]:
-            print("  " + t("ledger.status.watcher_state", job=record.watcher_job_id, state=details["watcher_state"]))
+            print("  " + t_line("ledger.status.watcher_state", job=record.watcher_job_id, state=details["watcher_state"]))
         elif record.watcher_job_id:
-            print("  " + t("ledger.status.watcher", job=record.watcher_job_id))
-        print("  " + t("ledger.status.plan", hash=record.plan_hash, path=record.plan_path or ""))
-        print("  " + t("ledger.status.submitted", when=fmt_time(record.submitted_at or record.created_at)))
+            print("  " + t_line("ledger.status.watcher", job=record.watcher_job_id))
+        print("  " + t_line("ledger.status.plan", hash=record.plan_hash, path=record.plan_path or ""))
+        print("  " + t_line("ledger.status.submitted", when=fmt_time(record.submitted_at or record.created_at)))
         if record.save_dir:
-            print("  " + t("ledger.status.save_dir", path=record.save_dir))
+            print("  " + t_line("ledger.status.save_dir", path=record.save_dir))
         if record.log_paths:
-            print("  " + t("ledger.status.logs", paths=", ".join(record.log_paths)))
+            print("  " + t_line("ledger.status.logs", paths=", ".join(record.log_paths)))
         if record.error:
-            print("  " + t("ledger.status.error", error=record.error))
+            print("  " + t_line("ledger.status.error", error=record.error))
         if rollbacks:
             last = rollbacks[-1]
-            print("  " + t("ledger.status.rollbacks", count=len(rollbacks), to_iter=last.to_iter, state=last.state))
+            print("  " + t_line("ledger.status.rollbacks", count=len(rollbacks), to_iter=last.to_iter, state=last.state))
     return 0
 
 

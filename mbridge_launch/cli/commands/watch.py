@@ -20,7 +20,7 @@ import functools
 import signal
 import sys
 
-from mbridge_launch.base.i18n import t
+from mbridge_launch.base.escape import t_line  # run names and Slurm's states in one line each
 from mbridge_launch.cli.main import add_common
 
 LOCK_WAIT_S = 120.0  # a watcher job may start while the one that resubmitted its run is still exiting
@@ -34,9 +34,9 @@ HELP = "help.watch"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
-    from mbridge_launch.cli.options import add_ledger_argument, int_arg
+    from mbridge_launch.cli.options import add_ledger_argument, int_arg, run_arg
 
-    parser.add_argument("run", metavar="RUN", help=t("help.common.run"))
+    parser.add_argument("run", type=run_arg, metavar="RUN", help=t("help.common.run"))
     parser.add_argument("--act", action="store_true",
                         help=t("help.watch.act"))
     parser.add_argument("--no-resubmit", action="store_true", help=t("help.watch.no_resubmit"))
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         record = ledger.get_run(args.run)
         act = args.act or record.plan().auto_rollback.enabled
         if not act:
-            print(t("warning.prefix", message=t("watch.not_enabled", run=record.name)), file=sys.stderr)
+            print(t_line("warning.prefix", message=t_line("watch.not_enabled", run=record.name)), file=sys.stderr)
         resubmit = None if args.no_resubmit else functools.partial(auto_resubmit, start_watcher=args.in_job)
         watcher = Watcher(ledger, resubmit=resubmit, act=act, max_rollbacks=args.max_rollbacks, poll_s=args.poll,
                           refresh_s=max(args.poll * (6 if args.in_job else 1), 2.0), follow_resubmissions=not args.in_job,
@@ -80,13 +80,13 @@ def run(args: argparse.Namespace) -> int:
         print_json({"outcome": result.outcome, "run": result.run.summary(),
                     "trigger": result.trigger.as_dict() if result.trigger else None, "rollbacks": result.rollbacks})
     elif result.outcome == "finished":
-        print(t("watch.finished", run=result.run.name, id=result.run.id, state=result.run.state))
+        print(t_line("watch.finished", run=result.run.name, id=result.run.id, state=result.run.state))
     elif result.outcome == "rolled_back":
-        print(t("watch.rolled_back_no_resubmit", run=result.run.name))
+        print(t_line("watch.rolled_back_no_resubmit", run=result.run.name))
     elif result.outcome == "resubmitted":
-        print(t("watch.resubmitted_handover", run=result.run.name, id=result.run.id))
+        print(t_line("watch.resubmitted_handover", run=result.run.name, id=result.run.id))
     elif result.outcome == "cancelled":
-        print(t("watch.handled_cancelled", run=result.run.name, id=result.run.id))
+        print(t_line("watch.handled_cancelled", run=result.run.name, id=result.run.id))
     if args.in_job:  # the watcher job did its job unless it had to stop short
         return 0 if result.outcome in ("finished", "resubmitted", "cancelled") else 1
     return 0 if result.outcome == "finished" and result.run.state == "completed" else 1
@@ -104,19 +104,19 @@ def _hand_over(ledger, record) -> int:
 
     own_job = os.environ.get("SLURM_JOB_ID")
     if cancel_requested(ledger, record.id):
-        print(t("watch.terminated_cancel", run=record.name), file=sys.stderr)
+        print(t_line("watch.terminated_cancel", run=record.name), file=sys.stderr)
         return 0
     own = _own_job(own_job)
     if own is not None and not _ended_by_slurm(own):
         state = f"{own.get('JobState', '?')}, Reason={own.get('Reason', '?')}"
-        print(t("watch.terminated_not_limit", run=record.name, job=own_job, state=state), file=sys.stderr)
+        print(t_line("watch.terminated_not_limit", run=record.name, job=own_job, state=state), file=sys.stderr)
         return 0
     run = refresh(ledger, [ledger.get_run(record.id)])[0]
     if not run.active or not own_job or cancel_requested(ledger, record.id):
-        print(t("watch.terminated_idle", run=run.name, state=run.state), file=sys.stderr)
+        print(t_line("watch.terminated_idle", run=run.name, state=run.state), file=sys.stderr)
         return 0
     successor = submit_watcher_job(ledger, run, after=own_job, kind="afterany")
-    print(t("watch.terminated", run=run.name, job=successor or "-"), file=sys.stderr)
+    print(t_line("watch.terminated", run=run.name, job=successor or "-"), file=sys.stderr)
     return 0 if successor else 1
 
 

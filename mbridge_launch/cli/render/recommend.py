@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mbridge_launch.base.escape import one_line
 from mbridge_launch.base.i18n import t
 from mbridge_launch.plan.settings import override_text
 from mbridge_launch.recommend.estimate_missing import estimate_missing
@@ -94,4 +95,6 @@ def as_card(rec: Any, plan: Any, command: str) -> str:
         for note in rec.notes:
             lines.append(f"    - {note}")
     lines.append(f"{t('card.catalog')}: megatron-bridge {rec.catalog.version} ({rec.catalog.source})")
-    return "\n".join(lines)
+    # each entry is one line of the card: a value holding a line break or a control character
+    # (a save path, a partition, a reason) is escaped where it stands
+    return "\n".join(one_line(line) for line in lines)
