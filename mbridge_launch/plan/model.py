@@ -129,9 +129,19 @@ def data_path_problem(value: str) -> str | None:
         return "data_path_empty"
     if value != value.strip() or any(ch in _HYDRA_SPECIAL for ch in value):
         return "data_path_syntax"
-    if value.startswith("-"):  # `--data-path=--`: a flag typed where the prefix belongs
+    if value.startswith("-") and not _is_number(value):
+        # `--data-path=--`: a flag typed where the prefix belongs. A number is a weight of
+        # Megatron's flat form [W, P, W, P] (a negative one is preflight's data.weights error)
         return "data_path_dash"
     return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _data_path(value: str) -> str:
