@@ -308,8 +308,11 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
     name = unique("wjob-nan")
     auto = {"enabled": True, "on_nan": True, "spike_factor": None, "window": 5, "max_rollbacks": 2,
             "watcher_partition": WATCHER_PARTITION}
-    plan = _gate_plan(base_plan, shared_dir, name, iters=40, save_interval=10, auto_rollback=auto,
-                      env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.1"})
+    # the NaN at 25 must still be live when the watcher job (a second Slurm job, which may start
+    # seconds later on a loaded machine) reads it: 35 iterations of 0.2 s after it, not 15 of 0.1 s
+    # (in one CI run the run completed before its watcher started, and nothing was cancelled)
+    plan = _gate_plan(base_plan, shared_dir, name, iters=60, save_interval=10, auto_rollback=auto,
+                      env={"MBL_STANDIN_NAN_AT": "25", "MBL_STANDIN_ITER_SECONDS": "0.2"})
     db = shared_dir / "ledger.sqlite3"  # the watcher job opens it on a compute node
     env = {**WATCHER_ENV, "MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")}
     first = mbl.run("submit", str(plan), "--yes", "--script-dir", str(shared_dir), "--ledger", str(db), "--format", "json",
@@ -345,7 +348,7 @@ def test_e2e_watcher_job_rolls_back_a_nan_and_the_run_finishes(base_plan, slurm_
     assert "plan card" in watch_logs  # the resubmission went through the gate
     assert f"run {name} (#{chain[1].id}) is followed by its own watcher job" in watch_logs
     report = C.list_checkpoints(shared_dir / "ckpt")
-    assert report.resume.loadable and report.resume.iteration == 40
+    assert report.resume.loadable and report.resume.iteration == 60
     assert min(report.rolled_back[0].iterations) > 20
 
 
