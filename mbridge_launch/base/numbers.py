@@ -99,3 +99,12 @@ def field_whole(field: str, value: object, low: int = 0, high: int = MAX_INT64) 
         return whole(value, low, high)
     except BadNumber as exc:
         raise UserError("number.field_invalid", field=field, reason=exc.reason()) from None
+
+
+def is_number(text: str) -> bool:
+    """Whether float() reads `text` (a blend weight of Megatron's flat [W, P, W, P] data-path form)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

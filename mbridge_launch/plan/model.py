@@ -38,6 +38,7 @@ from mbridge_launch.base.errors import UserError, printable_value
 from mbridge_launch.base.i18n import Msg
 from mbridge_launch.base.names import MAX_RUN_NAME, run_name_problem
 from mbridge_launch.base.numbers import MAX_ITERATION
+from mbridge_launch.base.numbers import is_number as _is_number
 from mbridge_launch.base.quoting import is_env_name
 from mbridge_launch.knowledge.vocabulary import GPU_TYPES, goal_or_none, gpu_type_or_none
 from mbridge_launch.plan.overrides import KEY_PATTERN
@@ -134,14 +135,6 @@ def data_path_problem(value: str) -> str | None:
         # Megatron's flat form [W, P, W, P] (a negative one is preflight's data.weights error)
         return "data_path_dash"
     return None
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _data_path(value: str) -> str:

@@ -19,6 +19,7 @@ from typing import Iterable
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.base.files import open_regular_text
 from mbridge_launch.base.i18n import t
+from mbridge_launch.base.numbers import is_number as _is_number
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.megatron_index import PrefixResult, check_prefix
@@ -74,14 +75,6 @@ def blend_from_plan(ctx: PreflightContext) -> tuple[list[str], list[str] | None]
     if paths and weights is None and len(paths) % 2 == 0 and _is_number(paths[0]):
         weights, paths = paths[0::2], paths[1::2]
     return paths, weights
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def check_weights(prefixes: list[str], weights: list[str] | None) -> list[Check]:
