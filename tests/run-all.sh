@@ -8,6 +8,8 @@
 # 2. creates .venv with `python3 -m venv` when missing and `pip install -e '.[all,test]'` (every
 #    executor's library and the dev tools; skipped when pyproject.toml has not changed since the
 #    last install),
+# 2b. builds the Megatron Bridge tier's Python 3.12 env when missing (tests/bridge/make-env.sh,
+#    cached outside the clone; no Python 3.12 = the tier is skipped, loudly),
 # 3. lints: `ruff check` ([tool.ruff]), mypy against its baseline (tests/tooling/mypy_baseline.py:
 #    no new errors, and a baseline that only shrinks) and `lint-imports` (the import-linter
 #    contracts of [tool.importlinter], tests/tooling/lint-imports.sh); a failing lint fails the run
@@ -62,6 +64,27 @@ else
 fi
 t_venv=$((SECONDS - t))
 
+# ---------------------------------------------------------------- 2b. the Megatron Bridge tier's env
+# tests/bridge/: the real megatron-bridge 0.6.2 in its own Python 3.12 env, built once outside the
+# clone and keyed by its pins (cold: about 10 minutes and 7 GB; cached: a second). No Python 3.12
+# (make-env.sh exit 77): the tier is skipped with the reason in a box here and in pytest's summary;
+# any other failure fails the run (the rest of the suite still runs, so one run reports everything).
+step "Megatron Bridge tier env (tests/bridge/make-env.sh)"
+t=$SECONDS
+bridge_failed=""
+unset MBL_BRIDGE_SKIP
+bridge_out=$(bash tests/bridge/make-env.sh)
+bridge_rc=$?
+case $bridge_rc in
+  0) export MBL_BRIDGE_ENV=$(printf '%s\n' "$bridge_out" | tail -n1); echo "env: $MBL_BRIDGE_ENV" ;;
+  77) export MBL_BRIDGE_SKIP="no Python 3.12 on this machine (megatron-bridge 0.6.2 needs >=3.12,<3.13); see the SKIP box above"
+      unset MBL_BRIDGE_ENV ;;
+  *) bridge_failed="Megatron Bridge tier env build failed (exit $bridge_rc; log: ${MBL_BRIDGE_CACHE:-$HOME/.cache/mbridge-launch}/bridge-env-*.failed.log)"
+     printf '\nrun-all: %s; the tests run anyway\n' "$bridge_failed" >&2
+     export MBL_BRIDGE_SKIP="$bridge_failed"; unset MBL_BRIDGE_ENV ;;
+esac
+t_bridge=$((SECONDS - t))
+
 # ---------------------------------------------------------------- 3. lint
 step "lint (ruff, mypy against its baseline, import-linter)"
 t=$SECONDS
@@ -106,10 +129,13 @@ case $rc in
   5) verdict="FAILED: pytest collected no tests (exit 5)" rc=1 ;;
   *) verdict="FAILED: pytest exit $rc" ;;
 esac
+if [ -n "$bridge_failed" ]; then
+  if [ $rc = 0 ]; then verdict="FAILED: $bridge_failed" rc=1; else verdict="$verdict; $bridge_failed"; fi
+fi
 if [ ${#lint_failed[@]} -gt 0 ]; then
   lints="lint failed ($(lint_failures))"
   if [ $rc = 0 ]; then verdict="FAILED: $lints" rc=1; else verdict="$verdict; $lints"; fi
 fi
-printf '\nrun-all: %s  (packages %ss, venv %ss, lint %ss, tests %ss, total %ss)\n' \
-  "$verdict" "$t_pkgs" "$t_venv" "$t_lint" "$t_tests" "$((SECONDS - t_all))"
+printf '\nrun-all: %s  (packages %ss, venv %ss, bridge env %ss, lint %ss, tests %ss, total %ss)\n' \
+  "$verdict" "$t_pkgs" "$t_venv" "$t_bridge" "$t_lint" "$t_tests" "$((SECONDS - t_all))"
 exit $rc

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mbridge_launch.catalog_sync.statements import InterpRaise, exception_name
-from mbridge_launch.catalog_sync.values import ClassValue, External, FuncValue, Obj, Unknown
+from mbridge_launch.catalog_sync.values import ClassValue, External, FuncValue, Obj, Unknown, same
 from mbridge_launch.knowledge.vocabulary import RECIPE_KEYS, catalog_field
 
 
@@ -38,6 +38,8 @@ FEATURE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("use_megatron_fsdp", "ddp", "use_megatron_fsdp"),
     ("data_parallel_sharding_strategy", "ddp", "data_parallel_sharding_strategy"),
     ("use_distributed_optimizer", "ddp", "use_distributed_optimizer"),
+    # Bridge turns the distributed optimizer on when either switch asks (plan/shipped.py reads both)
+    ("optimizer_use_distributed_optimizer", "optimizer", "use_distributed_optimizer"),
     ("overlap_grad_reduce", "ddp", "overlap_grad_reduce"),
     ("overlap_param_gather", "ddp", "overlap_param_gather"),
     ("recompute_granularity", "model", "recompute_granularity"),
@@ -77,7 +79,8 @@ def to_data(value: Any) -> Any:
             return ".".join(parts[-2:])
         return value.qualname
     if isinstance(value, (list, tuple)):
-        return [to_data(v) for v in value]
+        # a list with an unknown element (or one grown by an unknown amount) is unknown as a whole
+        return None if _holds_unknown(value) else [to_data(v) for v in value]
     if isinstance(value, (set, frozenset)):
         return sorted((to_data(v) for v in value), key=repr)
     if isinstance(value, dict):
@@ -89,11 +92,18 @@ def to_data(value: Any) -> Any:
     return None
 
 
+def _holds_unknown(value: list[Any] | tuple[Any, ...]) -> bool:
+    return any(isinstance(v, Unknown) or (isinstance(v, (list, tuple)) and _holds_unknown(v)) for v in value)
+
+
 class Extractor:
     def __init__(self, interp: Any) -> None:
         self.interp = interp
         mp_module = interp.load_module("megatron.bridge.training.mixed_precision")
         self._get_mp = interp.resolve(mp_module.namespace.get("get_mixed_precision_config")) if mp_module else None
+        registry = interp.resolve(mp_module.namespace.get("MIXED_PRECISION_RECIPES")) if mp_module else None
+        self._mp_factories = {k: v for k, v in registry.items() if "-" not in k} if isinstance(registry, dict) else {}
+        self._mp_presets: dict[str, Any] | None = None
         hf_module = interp.load_module("megatron.bridge.data.sources.hf")
         presets = interp.resolve(hf_module.namespace.get("_HF_DATASET_PRESETS")) if hf_module else None
         self.hf_dataset_ids = {
@@ -130,11 +140,21 @@ class Extractor:
         out["peft_scheme"] = self._peft(self.get(cfg, "peft"))
         out["dataset"] = self._dataset(self.get(cfg, "dataset"))
         out["features"] = self._features(cfg)
+        layout = self.get(cfg, "model", "pipeline_model_parallel_layout")
+        if isinstance(layout, Unknown) or (isinstance(layout, (list, tuple)) and _holds_unknown(layout)):
+            # set by the recipe but computed from the HF config (DeepSeek-V4 splits num_layers):
+            # null in the catalog, and said so, rather than a layout without its decoder layers
+            unresolved.append("pipeline_model_parallel_layout")
         env = self.get(cfg, "env_vars")
         out["env_vars"] = {k: to_data(env[k]) for k in sorted(env)} if isinstance(env, dict) else {}
         return out, unresolved
 
     def _hf_model_id(self, cfg: Any, model: Any) -> str | None:
+        # a recipe that reuses another's provider and then names its own checkpoint
+        # (`cfg.model.hf_model_id = ...`, the Nemotron 3.5 Lightning SFT/PEFT recipes) means that one
+        assigned = model.attrs.get("hf_model_id") if isinstance(model, Obj) else None
+        if isinstance(assigned, str):
+            return assigned
         if isinstance(model, Obj) and isinstance(model.hf_model_id, str):
             return model.hf_model_id
         for path in (("tokenizer", "tokenizer_model"), ("dataset", "hf_processor_path")):
@@ -202,6 +222,25 @@ class Extractor:
             info["in_batch_packing"] = in_batch
         return info
 
+    def _preset_name(self, precision: Obj) -> str | None:
+        """The registered preset a MixedPrecisionConfig object equals field for field. Its origin
+        (the first function that returned it) is wrong for a preset built on another one:
+        bf16_with_fp8_current_scaling_mixed() starts from bf16_mixed(). A recipe that edits the
+        preset matches none: then the preset it started from."""
+        if self._mp_presets is None:
+            self._mp_presets = {}
+            for name, factory in sorted(self._mp_factories.items()):
+                try:
+                    self._mp_presets[name] = self.interp.call(factory, [], {})
+                except InterpRaise:
+                    continue
+        matches = [name for name, preset in self._mp_presets.items() if isinstance(preset, Obj)
+                   and preset.attrs.keys() == precision.attrs.keys()
+                   and all(same(preset.attrs[k], precision.attrs[k]) for k in preset.attrs)]
+        if precision.origin in matches or not matches:
+            return precision.origin
+        return matches[0]
+
     def _features(self, cfg: Any) -> dict[str, Any]:
         features: dict[str, Any] = {}
         precision = self.get(cfg, "mixed_precision")
@@ -213,7 +252,7 @@ class Extractor:
                 except InterpRaise:
                     precision = Unknown("precision")
         elif isinstance(precision, Obj):
-            features["precision_recipe"] = precision.origin
+            features["precision_recipe"] = self._preset_name(precision)
         if isinstance(precision, Obj):
             values = {name: to_data(self.get(precision, name)) for name in PRECISION_FIELDS}
             if values["fp8"] is None:  # the recipe names only matter when FP8 / FP4 is on

@@ -18,6 +18,7 @@ from mbridge_launch.catalog_sync import objects
 from mbridge_launch.catalog_sync.builtins_table import BUILTINS, call_external
 from mbridge_launch.catalog_sync.expressions import ExpressionMixin
 from mbridge_launch.catalog_sync.frames import Frame
+from mbridge_launch.catalog_sync.hf_bridges import BridgeTable
 from mbridge_launch.catalog_sync.source import SourceTree
 from mbridge_launch.catalog_sync.statements import BranchExit, InterpRaise, ReturnSignal, StatementMixin
 from mbridge_launch.catalog_sync.values import (
@@ -51,6 +52,7 @@ class Interpreter(ExpressionMixin, StatementMixin):
         self.loop_limit = 4096
         self.depth = 0
         self.notes: list[str] = []
+        self.bridges = BridgeTable(self)  # what each model's bridge fixes, read on first use
 
     def note(self, message: str) -> None:
         if len(self.notes) < 10000:

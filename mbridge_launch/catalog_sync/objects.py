@@ -71,7 +71,7 @@ def external_bases(cls: Any) -> list[External]:
     return []
 
 
-def _external_default(cls: Any, name: str) -> tuple[bool, Any]:
+def external_default(cls: Any, name: str) -> tuple[bool, Any]:
     for base in external_bases(cls):
         table = external_defaults(base.qualname)
         if table is not None and name in table:
@@ -132,14 +132,25 @@ def _looks_like_config_class(ext: External) -> bool:
     return ext.qualname.startswith(("megatron.core.", "megatron.training.")) and ext.name[:1].isupper()
 
 
-def hf_provider(interp: Any, hf_model_id: Any) -> Obj:
+def hf_provider(interp: Any, hf_model_id: Any, via_bridge: bool = True) -> Obj:
     """The model provider a Hugging Face config would give: execution settings at their Megatron
-    Core defaults, architecture unknown until the recipe sets it."""
+    Core defaults, or as the model's bridge fixes them when its architecture is known
+    (hf_bridges.py); the architecture itself unknown until the recipe sets it."""
     provider_cls = External("megatron.core.transformer.transformer_config.TransformerConfig")
     obj = Obj(provider_cls, interp.level)
     obj.hf_model_id = hf_model_id
     obj.hf_derived = True
+    fixed = interp.bridges.fields_for(hf_model_id) if via_bridge else None
+    obj.attrs.update(fixed or {})
     return obj
+
+
+def _derived_provider(interp: Any, source: Obj) -> Obj:
+    from mbridge_launch.catalog_sync.mcore_defaults import BRIDGE_FIELDS
+
+    derived = hf_provider(interp, source.hf_model_id, via_bridge=False)
+    derived.attrs.update({k: copy.deepcopy(v) for k, v in source.attrs.items() if k in BRIDGE_FIELDS})
+    return derived
 
 
 # --- attribute lookup -------------------------------------------------------------------------------
@@ -173,10 +184,12 @@ def get_obj_attr(interp: Any, obj: Obj, name: str) -> Any:
         return value
     if obj.hf_derived and name.startswith("to_") and name.endswith("_provider"):
         # e.g. vlm_provider.to_text_provider(): still a provider built from the same HF config
-        return Builtin(name, lambda i, a, k: hf_provider(i, obj.hf_model_id))
+        # the text provider copies the execution settings of this one (MiniMax-M3's to_text_provider
+        # passes every init field on), so what the bridge or the recipe fixed carries over
+        return Builtin(name, lambda i, a, k: _derived_provider(i, obj))
     if obj.hf_derived and name not in EXECUTION_FIELDS:
         return Unknown(f"hf config: {name}")
-    known, default = _external_default(obj.cls, name)
+    known, default = external_default(obj.cls, name)
     if known:
         return default
     return Unknown(f"{obj.class_name}.{name}")
@@ -185,7 +198,7 @@ def get_obj_attr(interp: Any, obj: Obj, name: str) -> Any:
 def has_obj_attr(interp: Any, obj: Obj, name: str) -> bool | None:
     if name in obj.attrs or _class_lookup(obj.cls, name)[0]:
         return True
-    if _external_default(obj.cls, name)[0]:
+    if external_default(obj.cls, name)[0]:
         return True
     if obj.hf_derived or external_bases(obj.cls):
         return None  # an external base may define it
@@ -290,6 +303,11 @@ def call_plain_method(method: Any, args: list[Any], kwargs: dict[str, Any]) -> A
         return Unknown(f"str.{name}")
     if isinstance(owner, str) and name == "join" and not all(isinstance(a, str) for a in (args[0] if args else [])):
         return Unknown("str.join")
+    if isinstance(owner, list) and name in ("extend", "insert") and any(isinstance(a, Unknown) for a in args):
+        # `stage.extend(["decoder"] * num_layers)` with num_layers from the HF config: the list's
+        # contents are unknown from here on, which an Unknown element says (extract.to_data)
+        owner.append(Unknown(f"list.{name}"))
+        return None
     try:
         result = method(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - any failure of plain-data code is an unknown value

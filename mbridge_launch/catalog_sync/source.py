@@ -45,6 +45,10 @@ class SourceTree:
     def read(self, path: str) -> str:
         return self._files[path].decode("utf-8")
 
+    def paths_under(self, prefix: str) -> list[str]:
+        """Paths of the .py files under a folder of the package root ("megatron/bridge/models/"), sorted."""
+        return sorted(path for path in self._files if path.startswith(prefix) and path.endswith(".py"))
+
     def subpackages(self, dotted: str) -> list[str]:
         """Direct sub-packages (folders with __init__.py) of a package, sorted."""
         prefix = dotted.replace(".", "/") + "/"

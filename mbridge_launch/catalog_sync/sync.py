@@ -44,12 +44,18 @@ def _recipe_record(entry: ExportedRecipe, extractor: Extractor) -> dict[str, Any
         "precision": parsed.precision, "variant": parsed.variant, "module": entry.module,
     }
     cfg, exception, where = extractor.run(entry.func)
+    unresolved: list[str] = []
     record["raises_not_implemented"] = exception == "NotImplementedError"
     found = checks.raise_findings(exception, where)
+    facts: dict[str, Any] | None = None
     if exception is None:
         values, unresolved = extractor.record(cfg)
         record.update(values)
         found += checks.unresolved_findings(unresolved)
+        # the planner must know which fields the recipe sets at run time (a layout built from the
+        # HF config's layer count is a split it cannot judge, not the even split)
+        record["unresolved"] = sorted(unresolved)
+        facts = checks.validation_facts(extractor, cfg)
     else:
         empty, _ = extractor.record(None)
         record.update(empty)
@@ -61,9 +67,10 @@ def _recipe_record(entry: ExportedRecipe, extractor: Extractor) -> dict[str, Any
         ):
             mismatches.append((alias, f"{other.gpus} GPUs, {other.hardware}, {other.precision}"))
     found += checks.name_findings(record, parsed.regular, mismatches)
-    found += checks.layout_findings(record)
+    found += checks.layout_findings(record, facts)
+    found += checks.validation_findings(record, facts) if facts is not None else []
     found += checks.precision_findings(record)
-    found += checks.architecture_findings(record)
+    found += checks.architecture_findings(record, unresolved)
     record["findings"] = found
     return record
 

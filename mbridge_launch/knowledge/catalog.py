@@ -72,6 +72,8 @@ class Recipe:
     features: dict[str, Any] = field(default_factory=dict)
     env_vars: dict[str, Any] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    # Megatron fields the recipe sets at run time, which the static reading could not resolve
+    unresolved: tuple[str, ...] = ()
 
     @property
     def errors(self) -> list[Finding]:
@@ -93,6 +95,7 @@ class Recipe:
         data.update({
             "peft_scheme": self.peft_scheme, "dataset": dict(self.dataset), "features": dict(self.features),
             "env_vars": dict(self.env_vars), "findings": [f.to_dict() for f in self.findings],
+            "unresolved": list(self.unresolved),
         })
         return data
 
@@ -109,7 +112,7 @@ def _recipe_from_data(data: dict[str, Any]) -> Recipe:
         precision=data.get("precision"), variant=data.get("variant"), module=data.get("module"),
         raises_not_implemented=bool(data.get("raises_not_implemented")), hf_model_id=data.get("hf_model_id"),
         peft_scheme=data.get("peft_scheme"), dataset=data.get("dataset") or {}, features=data.get("features") or {},
-        env_vars=data.get("env_vars") or {}, findings=findings, **values,
+        env_vars=data.get("env_vars") or {}, findings=findings, unresolved=tuple(data.get("unresolved") or ()), **values,
     )
 
 
@@ -143,6 +146,19 @@ class Catalog:
                 raise UserError("catalog.unknown_recipe", name=name_or_alias, choices=", ".join(close))
             raise UserError("catalog.unknown_recipe_none", name=name_or_alias)
         return recipe
+
+    def run_recipe_name(self, name: str) -> str | None:
+        """The name by which scripts/training/run_recipe.py loads the LIBRARY recipe `name`, or None
+        when it cannot. run_recipe.py gives a benchmark function precedence over a library recipe
+        of the same name (recipe_metadata: benchmark precedence; "Use the corresponding generic
+        alias from megatron.bridge.recipes"), so a shadowed library recipe is reached only by one of
+        its aliases; one without an alias not at all (glm52_sft_192gpu_gb200_bf16_config, ...)."""
+        library = self.get(name, kind="library")
+        if library is None:
+            return None
+        if not any(r.kind == "benchmark" and r.name == library.name for r in self._by_name.get(library.name, [])):
+            return library.name
+        return library.aliases[0] if library.aliases else None
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
@@ -181,7 +197,8 @@ def available_versions(directory: str | Path | None = None) -> list[str]:
     return sorted(versions, key=_version_key)
 
 
-def load_catalog(version: str | None = None, directory: str | Path | None = None) -> Catalog:
+def catalog_file(version: str | None = None, directory: str | Path | None = None) -> Path:
+    """The catalog file of that Megatron Bridge version (default: the newest)."""
     folder = _catalog_dir(directory)
     versions = available_versions(folder)
     if not versions:
@@ -189,7 +206,11 @@ def load_catalog(version: str | None = None, directory: str | Path | None = None
     chosen = versions[-1] if version is None else version
     if chosen not in versions:
         raise UserError("catalog.unknown_version", version=version, choices=", ".join(versions))
-    path = folder / f"megatron-bridge-{chosen}.json"
+    return folder / f"megatron-bridge-{chosen}.json"
+
+
+def load_catalog(version: str | None = None, directory: str | Path | None = None) -> Catalog:
+    path = catalog_file(version, directory)
     stat = path.stat()
     return _load_file(str(path), stat.st_mtime_ns, stat.st_size)
 

@@ -35,6 +35,19 @@ def split_of_plan(plan: Plan, recipe_features: Optional[Mapping[str, Any]] = Non
     return PipelineSplit.from_overrides(base, lambda key: plan_override(plan, key))
 
 
+def int_list_override(plan: Plan, key: str) -> Optional[tuple[int, ...]]:
+    """A Hydra list of whole numbers the Plan overrides `key` with ("[2,4]"), or None (unset, or
+    not such a list: the rule that reads it then sees no sizes and says so)."""
+    text = plan_override(plan, key)
+    if text is None:
+        return None
+    inner = text.strip()
+    if not (inner.startswith("[") and inner.endswith("]")):
+        return None
+    items = [item.strip() for item in inner[1:-1].split(",") if item.strip()]
+    return tuple(int(item) for item in items) if items and all(item.isdigit() for item in items) else None
+
+
 def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bool = False,
               recipe_features: Optional[Mapping[str, Any]] = None) -> Layout:
     """The planner's Layout of a Plan. `recompute_layers`: N when full recompute covers only N
@@ -48,6 +61,8 @@ def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bo
         world=c.total_gpus,
         gpus_per_node=c.gpus_per_node,
         cp_comm_type=plan_override(plan, "model.cp_comm_type"),
+        hierarchical_cp=int_list_override(plan, "model.hierarchical_context_parallel_sizes"),
+        in_batch_packing=is_true(plan_override(plan, "dataset.enable_in_batch_packing")),
         recompute_layers=recompute_layers if p.recompute == "full" else None,
         packing=packing,
         cpu_offload=is_true(plan_override(plan, "model.cpu_offloading")),

@@ -36,6 +36,11 @@ MIXED_PRECISION = {
 # optimizer state, gradients and parameters. Used by recommend's resize and by `plan -o`.
 FULL_RECOMPUTE_SETTINGS = {"model.recompute_method": "uniform", "model.recompute_num_layers": 1}
 FSDP_SHARDING_STRATEGY = "optim_grads_params"
+# Megatron-FSDP saves and loads only in its own format, which only FSDP reads (ConfigContainer
+# validation: "Megatron-FSDP requires the fsdp_dtensor checkpointing format!" when checkpoint.save
+# or .load is set, "fsdp_dtensor checkpoint format only supports Megatron FSDP"); torch_dist is
+# Bridge's default. Every Plan saves, so switching FSDP switches the format with it.
+CHECKPOINT_FORMAT = {True: "fsdp_dtensor", False: "torch_dist"}
 
 # Settings whose recipe value the catalog keeps among the recipe's features under the setting's
 # last name (ddp.overlap_grad_reduce: features["overlap_grad_reduce"]).

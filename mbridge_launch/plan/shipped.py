@@ -93,7 +93,8 @@ def plan_is_shipped(plan: Any, recipe: Any) -> bool:
     if (p.etp or 1) != (recipe.etp or 1) or bool(p.sp) != bool(recipe.sp):
         return False
     changed = set(LAYOUT_KEYS.values()) | set(_MEMORY_KEYS)
-    return not any(o.key.lstrip("+~") in changed and o.source not in ("launcher", "dataset") for o in plan.overrides)
+    # a repair (plan.recipe_repairs) keeps the layout: it removes what Megatron Bridge would stop at
+    return not any(o.key.lstrip("+~") in changed and o.source not in ("launcher", "dataset", "repair") for o in plan.overrides)
 
 
 def smallest_fitting_change(layout: Any, arch: Any, hardware: Any, *, precision: str, goal: str,

@@ -38,10 +38,36 @@ def checkpoint_overrides(plan: Plan) -> list[str]:
     return args
 
 
+def recipe_selector(plan: Plan) -> str:
+    """The --recipe name that makes run_recipe.py load the Plan's recipe.
+
+    run_recipe.py looks a name up as a benchmark recipe first (recipe_metadata: benchmark
+    precedence for every name perf_recipes exports), and ten library recipes share their canonical
+    name with a benchmark function (deepseek_v3_pretrain_1024gpu_h100_bf16_config, ...): by that
+    name it loads the benchmark and refuses --dataset ("Benchmark recipes own their canonical
+    dataset"). Its own advice is the library recipe's generic alias (Catalog.run_recipe_name).
+    The real Megatron Bridge tier (tests/bridge/test_plan_conformance.py) found this."""
+    name = plan.recipe.name
+    if plan.recipe.kind != "library":
+        return name
+    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.knowledge.catalog import load_catalog
+
+    try:
+        catalog = load_catalog(plan.catalog.version)
+    except UserError:  # a catalog this install does not have: the Plan's name as written
+        return name
+    reached = catalog.run_recipe_name(name)
+    if reached is None or reached == name:
+        return name  # no collision, or one run_recipe.py cannot get around (recommend never picks it)
+    library = catalog.require(name, kind="library")
+    return plan.recipe.alias if plan.recipe.alias in library.aliases else reached
+
+
 def trainer_args(plan: Plan) -> list[str]:
     """Arguments after the entry script: --recipe, --mode, --dataset, then KEY=VALUE overrides
     (dataset fields, checkpoint paths, then the plan's overrides in order: later ones win)."""
-    args = ["--recipe", plan.recipe.name]
+    args = ["--recipe", recipe_selector(plan)]
     if plan.recipe.kind == "library":
         args += ["--mode", plan.mode, "--dataset", plan.dataset.selector]
     args += dataset_overrides(plan)

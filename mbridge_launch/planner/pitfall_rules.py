@@ -45,6 +45,14 @@ GRID_CODES = frozenset({"EP_LOW", "LONG_CONTEXT_NO_CP", "FSDP_TP_H100"})
 # search weighs them through the predicted speed; the others (what the step model does not see)
 # rank a layout after every layout with fewer of them.
 PRICED = frozenset({"PP_WITHOUT_VP", "EP_LOW"})
+# Why each pitfall flags a layout Megatron Bridge's validation accepts (every one does: a pitfall
+# is a valid layout; tests/bridge/test_rules_conformance.py measures it). Developer-facing.
+STRICTER_THAN_MEGATRON: dict[str, str] = {
+    "PP_WITHOUT_VP": "throughput: a 1F1B pipeline bubble of 5% or more that interleaving would shrink",
+    "EP_LOW": "throughput: more than 8 experts per GPU (small expert GEMMs) or no expert parallelism at all",
+    "LONG_CONTEXT_NO_CP": "memory/throughput: every published recipe at 32k tokens or more splits the sequence",
+    "FSDP_TP_H100": "throughput: NVIDIA's Hopper recipes do not combine Megatron-FSDP with TP",
+}
 
 
 def ranked_count(pitfalls: Any) -> int:

@@ -11,7 +11,7 @@ code, the field it concerns, the valid choices and a message in the user's langu
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from math import gcd
+from math import gcd, prod
 from typing import TYPE_CHECKING, Any, Optional
 
 from mbridge_launch.planner.pipeline_split import EVEN, PipelineSplit, mtp_layers, split_of
@@ -58,7 +58,12 @@ class Layout(LayoutFields):
     # recompute_num_layers=N); None: every layer (method=uniform, one layer per group)
     recompute_layers: Optional[int] = None
     cp_comm_type: Optional[str] = None
+    # Megatron's hierarchical_context_parallel_sizes (the a2a and p2p levels of cp_comm_type
+    # a2a+p2p); None: not set
+    hierarchical_cp: Optional[tuple[int, ...]] = None
     packing: bool = False
+    # the dataset's enable_in_batch_packing (several sequences concatenated into each micro-batch)
+    in_batch_packing: bool = False
     cpu_offload: bool = False
     uneven_pp: bool = False
     gpus_per_node: Optional[int] = None
@@ -231,6 +236,43 @@ def size_limit(name: str) -> int:
     return SIZE_LIMITS.get(name, DEFAULT_SIZE_LIMIT)
 
 
+# Rules that refuse (or warn about) a layout which Megatron Bridge 0.6.2's own validation
+# (`runtime_config_update`, measured by tests/bridge/test_rules_conformance.py) accepts, and why.
+# Developer-facing; a code not listed here is one the real validation rejects too.
+STRICTER_THAN_MEGATRON: dict[str, str] = {
+    "RULE_SIZE_LIMIT": "user experience: a value beyond any real job; the other rules' messages list divisors, "
+                       "which for a 20-digit value would take hours",
+    "RULE_EXPERT_GRID": "process group: checked by initialize_model_parallel (world % (PP x EP x ETP)), "
+                        "which the config validation never calls",
+    "RULE_VP_PP": "run time: the non-pipelined schedule refuses model chunks ('does not support model chunking'); "
+                  "the config accepts VP at PP=1",
+    "RULE_FSDP_PP": "support: the validation does not check PP with Megatron-FSDP, but no Megatron-FSDP recipe "
+                    "of 0.6.2 (0 of 28) uses PP, and the memory and step models do not model the two together",
+    "RULE_FSDP_DP": "warning only (memory/throughput): with one data-parallel rank FSDP has nothing to shard "
+                    "over and only adds its communication",
+    "RULE_RECOMPUTE_LAYERS": "user experience (the chunk variant): Megatron recomputes min(N, layers in the chunk) "
+                             "with method=block; the planner asks for the count that says what runs. The "
+                             "granularity variant is rejected by Megatron too",
+    "RULE_SP_TP": "warnings: TP>1 without SP is valid but holds the full sequence's activations on every TP rank "
+                  "(memory); SP at TP=1 is switched off silently by the Bridge's provider before Megatron Core's "
+                  "own refusal, so the Plan would not say what runs",
+    "RULE_SP_SEQ": "run time: the sequence-parallel scatter asserts the sequence divides by TP "
+                   "(tensor_parallel.mappings); pretraining configs do not check it",
+    "RULE_CP_COMM": "run time: Transformer Engine's attention checks cp_comm_type when it runs",
+    "RULE_TP_FFN": "model build: ColumnParallelLinear divides the FFN width by TP (core.utils.divide)",
+    "RULE_CP_A2A_HEADS": "run time: Transformer Engine's a2a context parallelism splits the KV heads over CP",
+    "RULE_PP_LAYERS": "model build: TransformerBlock asserts num_layers divisible by PP (get_num_layers_to_build)",
+    "RULE_VP_LAYERS": "model build: TransformerBlock asserts the layers per rank divisible by VP",
+    "RULE_EP_EXPERTS": "model build: MoELayer asserts num_moe_experts % EP == 0",
+    "RULE_ETP_FFN": "model build: the grouped expert weights divide the expert FFN width by ETP",
+    "RULE_MOE_SP": "warning only: Megatron Core warns too (ModelParallelConfig) and accepts",
+    "RULE_SEQ_POSITIONS": "warning only (quality): RoPE runs past the trained positions; nothing checks it",
+    "RULE_TP_NVLINK": "warning only (throughput): TP all-reduces over the inter-node network",
+    "RULE_EP_NVLINK": "warning only (throughput): the expert all-to-all leaves the NVLink domain",
+    "RULE_PARTIAL_NODE": "warning only (scheduling): a job that fills no whole nodes shares them",
+}
+
+
 def check_layout(layout: Layout, arch: ModelArch | None, hardware: Hardware | None = None) -> list[Violation]:
     """Every rule `layout` breaks for `arch` on `hardware` (either may be None: those rules skip)."""
     out: list[Violation] = []
@@ -291,6 +333,9 @@ def _batch_rules(L: Layout, out: list[Violation]) -> None:
                           gbs=L.gbs, mbs=L.mbs, dp=L.dp, unit=unit))
     if L.packing and L.mbs != 1:
         out.append(_v("RULE_PACKING_MBS", "planner.rule.packing_mbs", "mbs", (1,), mbs=L.mbs))
+    if L.in_batch_packing and L.mbs < 2:
+        # ConfigContainer.validate: in-batch packing needs at least two sequences per micro-batch
+        out.append(_v("RULE_IN_BATCH_PACKING_MBS", "planner.rule.in_batch_packing_mbs", "mbs", (2, 4, 8), mbs=L.mbs))
 
 
 def _feature_rules(L: Layout, out: list[Violation]) -> None:
@@ -322,17 +367,24 @@ def _feature_rules(L: Layout, out: list[Violation]) -> None:
             out.append(_v("RULE_CP_SEQ", "planner.rule.cp_seq", "cp", valid, cp=L.cp, seq=L.seq_length, twice=2 * L.cp))
         if L.cp_comm_type is not None and L.cp_comm_type not in CP_COMM_TYPES:
             out.append(_v("RULE_CP_COMM", "planner.rule.cp_comm", "cp_comm_type", CP_COMM_TYPES, value=L.cp_comm_type))
+        if L.cp_comm_type == "a2a+p2p" and prod(L.hierarchical_cp or (0,)) != L.cp:
+            # ConfigContainer.validate: without the sizes "CP communication is silently disabled"
+            out.append(_v("RULE_CP_HIERARCHICAL", "planner.rule.cp_hierarchical", "cp_comm_type", ("p2p", "a2a"),
+                          cp=L.cp, sizes=_fmt(L.hierarchical_cp or ())))
 
 
 def _model_rules(L: Layout, arch: ModelArch, out: list[Violation]) -> None:
     name = arch.name
     n, g = arch.num_attention_heads, arch.kv_groups
     tps = valid_tp(arch)
-    if g % L.tp:  # the KV groups are the stricter constraint: name them first
+    # Megatron Core (TransformerConfig: "num_query_groups must be a multiple or divisor of
+    # tensor_model_parallel_size") replicates the KV heads when TP is a multiple of the groups
+    # (DeepSeek-V4's single KV head at TP 2, Nemotron 3 Super's 2 groups at TP 8, as NVIDIA ships them)
+    if g % L.tp and L.tp % g:  # the KV groups are the stricter constraint: name them first
         out.append(_v("RULE_TP_KV_HEADS", "planner.rule.tp_kv_heads", "tp", tps, tp=L.tp, groups=g, model=name))
     elif n % L.tp:
         out.append(_v("RULE_TP_HEADS", "planner.rule.tp_heads", "tp", tps, tp=L.tp, heads=n, model=name))
-    if arch.ffn_hidden_size and arch.ffn_hidden_size % L.tp and n % L.tp == 0 and g % L.tp == 0:
+    if arch.ffn_hidden_size and arch.ffn_hidden_size % L.tp and n % L.tp == 0 and not (g % L.tp and L.tp % g):
         out.append(_v("RULE_TP_FFN", "planner.rule.tp_ffn", "tp", tps, tp=L.tp, ffn=arch.ffn_hidden_size, model=name))
     if L.cp > 1 and L.cp_comm_type == "a2a" and (g // max(L.tp, 1)) % L.cp and g % L.tp == 0:
         out.append(_v("RULE_CP_A2A_HEADS", "planner.rule.cp_a2a_heads", "cp_comm_type", ("p2p", "a2a+p2p"),

@@ -11,6 +11,7 @@ from typing import Any
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.knowledge.vocabulary import FINETUNE_GOALS, PRECISIONS, recipe_task
 from mbridge_launch.plan.overrides import whole_number
+from mbridge_launch.plan.recipe_repairs import is_repaired
 from mbridge_launch.plan.shipped import plan_is_shipped
 from mbridge_launch.preflight.context import PreflightContext, run_all
 from mbridge_launch.preflight.model import Check
@@ -212,8 +213,11 @@ def check_catalog(ctx: PreflightContext) -> list[Check]:
         checks.append(Check("plan.recipe_mode_mismatch", "error", {"recipe": name, "recipe_mode": recipe_mode, "mode": ctx.plan.mode}, subject=name))
     same_layout = _plan_keeps_recipe_layout(ctx, recipe.value)
     rules_checked = ctx.arch().ok  # check_rules evaluates every rule on the Plan's own layout and system
+    overrides = {o.key.lstrip("+"): o.value for o in ctx.plan.overrides}
     for finding in getattr(recipe.value, "findings", None) or ():
         code, message, severity = _finding_fields(finding)
+        if is_repaired(code, recipe.value, ctx.plan.parallelism.seq_length, overrides):
+            continue  # the Plan carries the override that removes the cause (plan.recipe_repairs)
         layout_rule = code.startswith("RULE_") and code not in _MODEL_FINDINGS
         if (layout_rule or code in _LAYOUT_FINDINGS) and not same_layout or layout_rule and rules_checked:
             # computed for the recipe's own layout (and its split settings) on the recipe's system:

@@ -45,7 +45,9 @@ def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = N
     from mbridge_launch.planner.rules import Layout
 
     overrides = overrides or {}
-    split = recipe_split(recipe)  # the recipe's own pipeline split (kept while its PP x VP is)
+    split: Any = recipe_split(recipe)  # the recipe's own pipeline split (kept while its PP x VP is)
+    if "pipeline_model_parallel_layout" in recipe.unresolved:
+        split = None  # built at run time (DeepSeek-V4): uneven, the planner assumes the best whole-layer split
     return Layout(tp=recipe.tp or 1, pp=recipe.pp or 1, vp=recipe.vp or None, cp=recipe.cp or 1,
                   ep=recipe.ep or 1, etp=recipe.etp, sp=bool(recipe.sp), mbs=recipe.mbs or 1,
                   gbs=recipe.gbs or 1, seq_length=recipe.seq_length or recipe.dataset_seq_length or 4096,
@@ -54,7 +56,7 @@ def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = N
                   fsdp=settings.megatron_fsdp(recipe, overrides),
                   packing=bool(settings.offline_packing(recipe, overrides).value),
                   cp_comm_type=(recipe.features or {}).get("cp_comm_type"),
-                  split=split, uneven_pp=split.uneven)
+                  split=split, uneven_pp=split is None or split.uneven)
 
 
 def _nodes_for(gpus: int, per_node: int, gpu_type: str) -> tuple[int, int]:
@@ -168,6 +170,7 @@ def recommend(request: Request) -> Recommendation:
     changes.record_split_changes(rec, recipe_split(recipe), layout.split)
     changes.record_user_changes(rec)
     changes.record_choice_changes(rec)
+    changes.record_finding_repairs(rec)
     rec.warnings = rec.warnings + find_pitfalls(recipe=recipe, layout=layout, arch=arch, hardware=hardware, dataset=dataset,
                                  dataset_is_vlm=_dataset_has_images(recipe, dataset), vlm_choices=vlm_selectors(request.goal),
                                  overrides=overrides,

@@ -15,6 +15,7 @@ from mbridge_launch.base.i18n import Msg, msg
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS, PEFT_GOALS
 from mbridge_launch.plan import settings as S
 from mbridge_launch.plan.changecontrol import CONVERGENCE, classify
+from mbridge_launch.plan.overrides import is_on
 
 
 @dataclass
@@ -24,7 +25,7 @@ class Change:
     to: Any
     change_class: str
     reason: Msg  # a message key and parameters: rendered when shown, so the Plan is language neutral
-    source: str  # resize | user | planner (`plan -o`) | dataset | launcher
+    source: str  # resize | user | planner (`plan -o`) | dataset | launcher | repair (plan.recipe_repairs)
     # True: a KEY=VALUE override the Plan carries in `overrides`. False: carried by another Plan
     # field (--mode for the PEFT scheme, --dataset, checkpoint paths, dataset.data_path).
     as_override: bool = True
@@ -151,6 +152,7 @@ def _record_fsdp(rec: Any, before: Any, after: Any, user_keys: set[str]) -> None
     wanted: dict[str, Any] = {FSDP_KEYS[0]: after.fsdp, FSDP_KEYS[1]: after.fsdp}
     if after.fsdp:
         wanted["ddp.data_parallel_sharding_strategy"] = S.FSDP_SHARDING_STRATEGY
+    wanted["checkpoint.ckpt_format"] = S.CHECKPOINT_FORMAT[bool(after.fsdp)]
     for key, value in wanted.items():
         old = S.recipe_default(rec.recipe, key)
         if key not in user_keys and old != value:
@@ -174,6 +176,18 @@ def record_user_changes(rec: Any) -> None:
         seq = next(o.value for o in rec.request.overrides if o.path == "model.seq_length")
         rec.changes.append(_change("dataset.seq_length", rec.recipe.dataset_seq_length, seq,
                                    classify("dataset.seq_length").change_class, msg("change.reason.user_seq_length"), "user"))
+    _user_fsdp_format(rec, recorded, paths)
+
+
+def _user_fsdp_format(rec: Any, recorded: set[str], paths: set[str]) -> None:
+    """A user who switches Megatron-FSDP gets its checkpoint format with it (S.CHECKPOINT_FORMAT):
+    validation refuses a saving FSDP run in any other format, and fsdp_dtensor without FSDP."""
+    switched = [o for o in rec.request.overrides if o.path in FSDP_KEYS and o.path in recorded]
+    if not switched or "checkpoint.ckpt_format" in paths:
+        return
+    cls = classify("checkpoint.ckpt_format")
+    rec.changes.append(_change("checkpoint.ckpt_format", None, S.CHECKPOINT_FORMAT[is_on(switched[-1].value)],
+                               cls.change_class, msg(cls.reason_key), "user"))
 
 
 def is_no_op(default: Any, value: str | None) -> bool:
@@ -188,6 +202,25 @@ def is_no_op(default: Any, value: str | None) -> bool:
         return not isinstance(default, bool) and float(default) == float(text)
     except (TypeError, ValueError):
         return False
+
+
+def record_finding_repairs(rec: Any) -> None:
+    """The overrides that repair a shipped recipe Megatron Bridge itself rejects (plan.recipe_repairs),
+    for each of its error findings that has one, unless the user set that key."""
+    from mbridge_launch.plan.recipe_repairs import repairs_for
+
+    paths = {o.path for o in rec.request.overrides} | {c.field for c in rec.changes}
+    for finding in getattr(rec.recipe, "findings", None) or ():
+        if getattr(finding, "severity", None) != "error":
+            continue
+        for key, value in repairs_for(finding.code, rec.recipe, rec.layout.seq_length):
+            old = S.recipe_default(rec.recipe, key)
+            if key in paths or is_no_op(old, value):
+                continue
+            cls = classify(key)
+            rec.changes.append(_change(key, old, value, cls.change_class,
+                                       msg("change.reason.recipe_repair", code=finding.code), "repair"))
+            paths.add(key)
 
 
 def record_choice_changes(rec: Any) -> None:

@@ -13,7 +13,12 @@ from typing import Any
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.base.i18n import msg
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
-from mbridge_launch.plan.settings import FSDP_SHARDING_STRATEGY, full_recompute_settings, override_text
+from mbridge_launch.plan.settings import (
+    CHECKPOINT_FORMAT,
+    FSDP_SHARDING_STRATEGY,
+    full_recompute_settings,
+    override_text,
+)
 
 # Layout fields always written, then those written only when set (VP, ETP).
 _ALWAYS = ("tp", "pp", "cp", "ep", "sp", "mbs", "gbs")
@@ -32,7 +37,8 @@ def layout_overrides(layout: Any) -> list[str]:
         items.append("model.recompute_granularity=full")
         items += [f"{key}={value}" for key, value in full_recompute_settings(layout.recompute_layers).items()]
     if layout.fsdp:
-        items += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={FSDP_SHARDING_STRATEGY}"]
+        items += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={FSDP_SHARDING_STRATEGY}",
+                  f"checkpoint.ckpt_format={CHECKPOINT_FORMAT[True]}"]
     if getattr(layout, "split", None) is not None and layout.pp > 1:
         # the planner's pipeline split (recommend switches off a recipe's own mechanism if it must)
         items += [f"{key}={value}" for key, value in layout.split.to_overrides()]

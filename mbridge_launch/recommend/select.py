@@ -77,6 +77,7 @@ def select_library(catalog: Any, model: str, goal: str, recipe_mode: str, *, seq
             seq_score = (1, -seq)  # none covers it: the longest, CP grows to cover the rest
         wanted_precision = precision or "bf16"
         return (
+            catalog.run_recipe_name(r.name) is None,  # run_recipe.py would load the benchmark of that name
             _is_special(r),
             seq_score,
             _error_findings(r) > 0,

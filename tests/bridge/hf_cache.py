@@ -17,7 +17,11 @@ tests/bridge/data/hf_models.json adds what the project does not store: the HF mo
 architectures (which select the transformers config class and the Megatron Bridge model bridge),
 how a vision-language config nests its text part, pinned revisions, and a few HF-only keys, each
 with its source. Keys neither gives take the transformers config class's defaults: see
-not_verified.py. An HF id with no architecture in models.yaml, or whose config needs remote code
+not_verified.py. A repository that no models.yaml architecture describes (a diffusers pipeline:
+FLUX.1-dev, whose recipe reads only transformer/config.json) has its files given whole in the data
+file ("files", published content). A config whose published model_type exists only as remote code
+but whose class is a transformers one (Kimi-K2: model_type kimi_k2, a DeepseekV3Config) is written
+with the transformers model_type and no auto_map; the data file says so, and why the bridge is the same. An HF id with no architecture in models.yaml, or whose config needs remote code
 (auto_map) that cannot be had offline, is not written: the recipes that need it fail to build with
 "offline / no config.json", and the tier reports them as not checkable, with that reason.
 
@@ -90,6 +94,14 @@ MOE_STYLES: dict[str, dict[str, str]] = {
         "mamba_num_heads": "mamba_num_heads",
         "mtp_num_layers": "num_nextn_predict_layers",
     },
+    "step": {  # StepFun Step-3.5 (step3p5, the bridge's own Step35Config; also Step-3.7's text_config)
+        "num_query_groups": "num_attention_groups",
+        "num_moe_experts": "moe_num_experts",
+        "moe_router_topk": "moe_top_k",
+        "moe_ffn_hidden_size": "moe_intermediate_size",
+        "moe_shared_expert_intermediate_size": "share_expert_dim",
+        "mtp_num_layers": "num_nextn_predict_layers",
+    },
 }
 
 
@@ -115,6 +127,22 @@ def load_archs() -> dict[str, dict[str, Any]]:
     return yaml.safe_load(MODELS_YAML.read_text())
 
 
+# Keys whose explicit null in models.yaml is a published value, not "unknown": DeepSeek-V2-Lite and
+# Moonlight publish q_lora_rank null (queries projected directly); the HF class default is 1536.
+NULL_MEANS_NONE = {"q_lora_rank"}
+
+
+def _rope_parameters(rope_theta: Any, scaling: dict[str, Any] | None) -> dict[str, Any]:
+    """transformers 5's rope_parameters from the published rope_theta and legacy rope_scaling
+    (a YaRN model such as DeepSeek-V2 or Kimi-K2 would otherwise read as plain RoPE)."""
+    if not scaling:
+        return {"rope_type": "default", "rope_theta": rope_theta}
+    params = {k: v for k, v in scaling.items() if k != "type"}
+    params["rope_type"] = scaling.get("rope_type") or scaling.get("type") or "default"
+    params["rope_theta"] = rope_theta
+    return params
+
+
 def hf_config(entry: dict[str, Any], arch: dict[str, Any]) -> dict[str, Any]:
     """config.json for one HF id: models.yaml's numbers under the HF names of entry's style."""
     mapping = dict(COMMON)
@@ -122,27 +150,38 @@ def hf_config(entry: dict[str, Any], arch: dict[str, Any]) -> dict[str, Any]:
     text: dict[str, Any] = {}
     for megatron_name, hf_name in mapping.items():
         value = arch.get(megatron_name)
-        if value is not None:
+        if value is not None or (megatron_name in NULL_MEANS_NONE and megatron_name in arch):
             text[hf_name] = value
     if entry.get("moe_style") == "deepseek" and arch.get("moe_shared_expert_intermediate_size") and arch.get("moe_ffn_hidden_size"):
         # DeepSeek-style configs count shared experts instead of giving their width
         text["n_shared_experts"] = arch["moe_shared_expert_intermediate_size"] // arch["moe_ffn_hidden_size"]
     if entry.get("moe_style") == "gpt_oss" and arch.get("moe_ffn_hidden_size"):
         text["intermediate_size"] = arch["moe_ffn_hidden_size"]
-    if "rope_theta" in text:  # transformers 5 reads rope_parameters; keep the legacy key as hub files do
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": text["rope_theta"]}
     text.update(entry.get("hf", {}))
+    if "rope_theta" in text:  # transformers 5 reads rope_parameters; keep the legacy key as hub files do
+        text.setdefault("rope_parameters", _rope_parameters(text["rope_theta"], text.get("rope_scaling")))
     text["model_type"] = entry.get("text_model_type", entry["model_type"])
     nest = entry.get("nest_text_config")
     if not nest:
         config = text
     else:  # a vision-language config: the language model's keys under text_config
-        config = {"text_config": text, **entry.get("hf_top", {})}
+        config = _nest_text_config(text, entry)
         config["model_type"] = entry["model_type"]
     config["architectures"] = entry["architectures"]
     config["torch_dtype"] = config.get("torch_dtype", "bfloat16")
     config["_written_by"] = "mbridge-launch tests/bridge/hf_cache.py from catalog/models.yaml (not the real file)"
     return config
+
+
+def _nest_text_config(text: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """The top of a multimodal config holding the language model's keys. nest_text_config true:
+    under text_config (VLMs); a key name such as "thinker_config": under <key>.text_config, with
+    that sub-config's model_type (Qwen3-Omni's thinker holds its text, vision and audio parts)."""
+    nest = entry["nest_text_config"]
+    if nest is True:
+        return {"text_config": text, **entry.get("hf_top", {})}
+    outer = {"text_config": text, "model_type": entry["nest_model_type"]}
+    return {nest: outer, **entry.get("hf_top", {})}
 
 
 def plan() -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
@@ -156,6 +195,9 @@ def plan() -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
         if entry.get("skip"):
             skipped.append({"hf_id": hf_id, "reason": entry["skip"]})
             continue
+        if entry.get("files"):
+            write.append(_published_files(hf_id, entry))
+            continue
         token = entry.get("token") or by_hf.get(hf_id)
         if token is None or token not in archs:
             skipped.append({"hf_id": hf_id, "reason": "no architecture in catalog/models.yaml"})
@@ -163,8 +205,19 @@ def plan() -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
         config = hf_config(entry, archs[token])
         blob = json.dumps(config, indent=2, sort_keys=True) + "\n"
         revision = entry.get("revision") or hashlib.sha1(blob.encode()).hexdigest()
-        write.append({"hf_id": hf_id, "token": token, "revision": revision, "config": blob})
+        write.append({"hf_id": hf_id, "token": token, "revision": revision, "config": blob,
+                      "files": {"config.json": blob}})
     return write, skipped
+
+
+def _published_files(hf_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A repository whose files the data file gives whole (their published content), because no
+    models.yaml architecture describes them: a diffusers pipeline such as FLUX.1-dev, whose
+    recipe reads only transformer/config.json."""
+    files = {path: json.dumps(content, indent=2, sort_keys=True) + "\n" for path, content in sorted(entry["files"].items())}
+    digest = hashlib.sha1("".join(p + b for p, b in files.items()).encode()).hexdigest()
+    return {"hf_id": hf_id, "token": entry.get("token", "-"), "revision": entry.get("revision") or digest,
+            "config": files.get("config.json", ""), "files": files}
 
 
 def write_cache(home: Path) -> tuple[int, list[dict[str, str]]]:
@@ -176,8 +229,9 @@ def write_cache(home: Path) -> tuple[int, list[dict[str, str]]]:
         for item in write:
             repo = tmp / "hub" / ("models--" + item["hf_id"].replace("/", "--"))
             snap = repo / "snapshots" / item["revision"]
-            snap.mkdir(parents=True)
-            (snap / "config.json").write_text(item["config"])
+            for rel, blob in item["files"].items():
+                (snap / rel).parent.mkdir(parents=True, exist_ok=True)
+                (snap / rel).write_text(blob)
             (repo / "refs").mkdir()
             (repo / "refs" / "main").write_text(item["revision"])
         (tmp / "locks").mkdir()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make-env.sh - the Megatron Bridge conformance tier's Python 3.12 environment, built once and cached.
 #
-#   bash tests/bridge/make-env.sh          # prints progress on stderr, the env's path on the last line
+#   bash tests/bridge/make-env.sh             # prints progress on stderr, the env's path on the last line
+#   bash tests/bridge/make-env.sh --existing  # only the path of an env already built for these pins
+#                                             # (exit 3 when there is none; never builds)
 #
 # Megatron Bridge 0.6.2 installs only on Python 3.12 (Requires-Python >=3.12,<3.13), while the
 # project itself runs on 3.10-3.12, so the tier gets its own venv, outside the clone (it is about
@@ -67,6 +69,10 @@ if [ -x "$ENV/bin/python" ]; then
   log "cached: $ENV ($((SECONDS - t0))s)"
   echo "$ENV"
   exit 0
+fi
+if [ "${1:-}" = "--existing" ]; then
+  log "not built yet: $ENV (bash tests/bridge/make-env.sh builds it, about 10 minutes and 7 GB)"
+  exit 3
 fi
 
 exec 9>"$CACHE/bridge-env-$key.lock"

@@ -68,10 +68,30 @@ NOT_VERIFIED: tuple[tuple[str, str, str, str], ...] = (
      "config class defaults: anything the provider derives from them (and validation checks) is "
      "about those defaults, not the real model"),
      "tests/bridge/data/hf_models.json, transformers configuration_*.py"),
+    ("hf-config-defaults-2026-models", "hf-cache",
+     ("keys the bridge reads that no published source gave for these 2026 models, taken from the "
+     "config class defaults: DeepSeek-V4-Flash compress ratios / layer_types, hash-routed layers, "
+     "hc_* and o_groups (the class's own checkpoint is V4-Flash-Base); GLM-5.1/5.2 index_n_heads, "
+     "index_head_dim (GLM-5 defaults); Qwen3.5 dense 0.8B/2B/4B/9B linear-attention heads "
+     "(linear_num_key/value_heads) and 2B/4B/9B max_position_embeddings; Step-3.5-Flash vocab_size "
+     "and MTP depth, Step-3.5/3.7 moe_layers_enum, attention_other_setting and sliding windows "
+     "(the bridge's Step35Config); MiniMax-M3 vocab, dense/shared widths and indexer (transformers' "
+     "minimax_m3_vl, checkpoint MiniMax-M3-preview); EXAONE-4.5 max_position_embeddings and vision "
+     "tower; Qwen3-Omni audio/vision/talker parts; K-EXAONE sliding window and layer_types"),
+     "tests/bridge/data/hf_models.json (hf_source per id), catalog/models.yaml part A2"),
     ("hf-config-not-written", "hf-cache",
      ("recipes whose HF id has no architecture in models.yaml, or needs remote code (auto_map), "
      "are not checked at all (reported as not checkable, with the reason)"),
      "hf_cache.plan()"),
+    # ---- placeholder paths (run_plan.py: plan conformance)
+    ("plan-placeholder-paths", "tier",
+     ("a Plan's checkpoint.pretrained_checkpoint (a cluster path) is replaced by an empty placeholder "
+     "directory, and a library SFT/LoRA/DoRA Plan that sets none gets one (PEFT validation requires "
+     "it; finetune()'s setup raises FileNotFoundError when nothing is loadable): the 'Pretrained "
+     "checkpoint ... does not exist' assertion passes because of the placeholder, and nothing "
+     "checks what the checkpoint holds (setup's checkpoint_exists / is_hf_checkpoint_dir); data paths, checkpoint.save/load are passed as "
+     "written (validation does not open them)"),
+     "megatron.bridge.training.config.CheckpointConfig.finalize, ConfigContainer.validate (PEFT)"),
     # ---- what the tier never does
     ("no-process-group", "tier",
      ("no torch.distributed process group and no model build: checks done in initialize / "

@@ -19,7 +19,7 @@ def test_tp_not_dividing_kv_heads_is_refused_naming_the_rule(capsys):
     rc = main(["recommend", "--model", "llama3_8b", "--gpus", "8", "model.tensor_model_parallel_size=3"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert "TP=3 does not divide num_query_groups=8" in err and "valid TP: 1, 2, 4, 8" in err
+    assert "TP=3 neither divides nor is a multiple of num_query_groups=8" in err and "valid TP: 1, 2, 4, 8" in err
     assert "model.tensor_model_parallel_size=3" in err
 
 

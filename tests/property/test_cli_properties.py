@@ -81,6 +81,8 @@ def bases(world: H.World, box: H.Sandbox) -> dict[CommandPath, list[Slot]]:
         ("recommend",): [Slot("--model", ["llama3_8b"]), Slot("--gpus", ["8"]), Slot("--gpu-type", ["h100"])],
         ("catalog",): [],
         ("catalog", "sync"): [Slot("--from", [fake_bridge]), Slot("--out", [str(box.out / "catalog.json")])],
+        # a Python without Megatron Bridge: refused at once with one line (the real run: tests/bridge)
+        ("catalog", "verify"): [Slot("--python", [sys.executable]), Slot("names", ["llama3_8b_pretrain_config"])],
         ("catalog", "list"): [Slot("--family", ["llama"])],
         ("catalog", "show"): [Slot("name", ["llama3_8b_pretrain_config"])],
         ("plan",): [Slot("--model", ["llama3_8b"]), Slot("--gpus", ["8"]), Slot("--top", ["1"])],

@@ -223,6 +223,8 @@ def estimate_args(plan: dict) -> list[str]:
         args += ["--etp", str(p["etp"])]
     if p.get("fsdp"):
         args.append("--fsdp")
+    if p.get("distributed_optimizer") is False and not p.get("fsdp"):
+        args.append("--no-distributed-optimizer")  # e.g. Kimi-K2's recipe turns it off
     if not p.get("sp") and p["tp"] > 1:
         args.append("--no-sp")
     overrides = {o["key"]: o["value"] for o in plan.get("overrides", [])}

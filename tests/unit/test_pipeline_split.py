@@ -149,6 +149,8 @@ def test_every_catalog_recipe_split_is_parsed_and_accepted_at_its_own_layout():
         arch = load_arch(recipe.model) if recipe.model else None
         if recipe.kind != "library" or (recipe.pp or 1) <= 1 or arch is None or arch.missing:
             continue  # benchmark recipes: parsed above (some set VP or MTP after the layout)
+        if any(f.code == "unresolved" and "pipeline_model_parallel_layout" in f.text(lang="en") for f in recipe.findings):
+            continue  # a layout the recipe builds at run time (DeepSeek-V4): no static split to judge
         if recipe.model in MTP_AS_BRIDGE_SETS:
             arch = replace(arch, mtp_num_layers=MTP_AS_BRIDGE_SETS[recipe.model])
         codes = [v.code for v in check_layout(_recipe_layout(recipe, arch), arch) if v.code.startswith("RULE_PP")

@@ -32,9 +32,15 @@ def test_valid_layout_has_no_errors():
 
 def test_tp_must_divide_kv_groups_message():
     v = first(Layout(tp=3, sp=True, gbs=3, world=3), "RULE_TP_KV_HEADS")
-    assert v.message("en") == "TP=3 does not divide num_query_groups=8 of llama3_8b; valid TP: 1, 2, 4, 8"
+    assert v.message("en") == "TP=3 neither divides nor is a multiple of num_query_groups=8 of llama3_8b; valid TP: 1, 2, 4, 8"
     assert v.valid == (1, 2, 4, 8) and v.field == "tp" and v.severity == "error"
     assert "num_query_groups=8" in v.message("zh") and "KV 头数" in v.message("zh")
+
+
+def test_tp_a_multiple_of_the_kv_groups_replicates_them():
+    # Megatron Core accepts TP a multiple of num_query_groups (KV heads replicated over TP ranks):
+    # llama3_8b's 8 groups at TP 16, as DeepSeek-V4's single KV head at TP 2 (its recipe ships so)
+    assert "RULE_TP_KV_HEADS" not in codes(Layout(tp=16, sp=True, gbs=16, world=16))
 
 
 def test_tp_must_divide_heads():
@@ -80,7 +86,8 @@ def test_context_parallel():
     # a2a splits KV heads: 8 groups / TP 2 = 4 per rank cannot be split over CP=8, a2a+p2p can
     bad = Layout(tp=2, sp=True, cp=8, cp_comm_type="a2a", seq_length=16384, world=16, gbs=16)
     assert "RULE_CP_A2A_HEADS" in codes(bad)
-    assert codes(evolve(bad, cp_comm_type="a2a+p2p")) == []
+    # a2a+p2p: a2a over 4 ranks (4 KV heads each) and p2p over 2; Megatron needs those sizes set
+    assert codes(evolve(bad, cp_comm_type="a2a+p2p", hierarchical_cp=(4, 2))) == []
 
 
 def test_pipeline_split():
@@ -157,3 +164,27 @@ def test_sizes_beyond_any_real_job_are_one_rule_and_answer_at_once(field, value)
     found = check_layout(layout, load_arch("qwen3_30b_a3b"), get_hardware("h100"))
     assert [v.code for v in found] == ["RULE_SIZE_LIMIT"]
     assert found[0].message("en") == f"{field}={value} is beyond any real job; at most {size_limit(field):,}"
+
+
+def test_a2a_p2p_context_parallel_needs_its_hierarchical_sizes():
+    # ConfigContainer.validate refuses cp_comm_type a2a+p2p without hierarchical_context_parallel_sizes
+    # (CP would silently not communicate), and sizes whose product is not CP
+    # (tests/bridge/rules_conformance.py: cp_hierarchical, cp_hierarchical_ok)
+    layout = Layout(cp=4, cp_comm_type="a2a+p2p", seq_length=8192, world=4, gbs=4)
+    v = first(layout, "RULE_CP_HIERARCHICAL")
+    assert v.field == "cp_comm_type" and v.valid == ("p2p", "a2a") and v.severity == "error"
+    assert "CP=4" in v.message("en") and "hierarchical_context_parallel_sizes" in v.message("zh")
+    assert "RULE_CP_HIERARCHICAL" in codes(evolve(layout, hierarchical_cp=(2, 1)))  # product 2, not 4
+    assert codes(evolve(layout, hierarchical_cp=(2, 2))) == []
+    assert codes(evolve(layout, cp_comm_type="p2p")) == []
+
+
+def test_in_batch_packing_needs_two_sequences_per_micro_batch():
+    # ConfigContainer.validate: "micro_batch_size should be greater than 1 when using
+    # enable_in_batch_packing=True" (the ministral3 SFT/PEFT recipes of 0.6.2 ship MBS=1 and fail it)
+    layout = Layout(mbs=1, gbs=32, world=1, in_batch_packing=True)
+    v = first(layout, "RULE_IN_BATCH_PACKING_MBS")
+    assert v.field == "mbs" and v.valid == (2, 4, 8) and "MBS=1" in v.message("en") and "MBS=1" in v.message("zh")
+    assert codes(evolve(layout, mbs=2)) == []
+    assert codes(evolve(layout, in_batch_packing=False)) == []
+

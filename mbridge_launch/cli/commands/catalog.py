@@ -1,4 +1,4 @@
-"""`mbridge-launch catalog sync | list | show`: build and browse the recipe catalog."""
+"""`mbridge-launch catalog sync | verify | list | show`: build, check and browse the recipe catalog."""
 
 from __future__ import annotations
 
@@ -20,6 +20,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sync.add_argument("--out", metavar="DIR", help=t("help.catalog.sync.out"))
     add_common(sync, formats=("text", "json"))
 
+    verify = sub.add_parser("verify", help=t("help.catalog.verify"))
+    verify.add_argument("names", nargs="*", metavar="NAME", help=t("help.catalog.verify.names"))
+    verify.add_argument("--python", metavar="PATH", help=t("help.catalog.verify.python"))
+    verify.add_argument("--kind", choices=("library", "benchmark", "all"), default="library",
+                        help=t("help.catalog.verify.kind"))
+    verify.add_argument("--present-gpu", action="store_true", help=t("help.catalog.verify.present_gpu"))
+    verify.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
+    add_common(verify, formats=("text", "json"))
+
     listing = sub.add_parser("list", help=t("help.catalog.list"))
     listing.add_argument("--family", help=t("help.catalog.list.family"))
     listing.add_argument("--mode", type=recipe_task_of, choices=RECIPE_TASKS, help=t("help.catalog.list.mode"))
@@ -38,13 +47,15 @@ def run(args: argparse.Namespace) -> int:
     action = getattr(args, "catalog_command", None)
     if action == "sync":
         return _sync(args)
+    if action == "verify":
+        return _verify(args)
     if action == "list":
         return _list(args)
     if action == "show":
         return _show(args)
     from mbridge_launch.base.errors import UserError
 
-    raise UserError("arg.choice", flag="catalog ACTION", value=action or "", choices="sync, list, show")
+    raise UserError("arg.choice", flag="catalog ACTION", value=action or "", choices="sync, verify, list, show")
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -64,6 +75,57 @@ def _sync(args: argparse.Namespace) -> int:
         print(t("catalog.sync.done", path=result.path, library=result.library, aliases=result.aliases,
                 benchmark=result.benchmark, findings=result.with_findings, seconds=result.seconds))
     return 0
+
+
+SHOWN = 20  # unexplained differences and unflagged rejections listed in text output
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import json
+    from dataclasses import asdict
+
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.output import print_json
+    from mbridge_launch.catalog_sync.verify import verify
+    from mbridge_launch.knowledge.catalog import catalog_file
+
+    path = catalog_file(args.catalog_version)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    done = [0]
+
+    def progress(line: dict[str, Any]) -> None:
+        done[0] += 1
+        if args.format != "json" and sys.stderr.isatty():
+            print(t("catalog.verify.progress", n=done[0], name=line.get("name")), file=sys.stderr)
+
+    result = verify(args.python, path, data, args.kind, list(args.names), args.present_gpu, progress)
+    rep = result.report
+    assert rep is not None
+    failed = bool(rep.unexplained or rep.unflagged)
+    if args.format == "json":
+        print_json({
+            "python": result.python, "megatron_bridge": result.installed, "catalog": str(path),
+            "recipes": rep.recipes, "built": rep.built, "validated": rep.validated, "agree": rep.agree,
+            "differences": [{**asdict(d), "reviewed": d not in rep.unexplained} for d in rep.differences],
+            "rejections": [asdict(r) for r in rep.rejections],
+            "not_built": [{"recipe": n, "reason": r} for n, r in rep.not_built], "passed": not failed,
+        })
+        return 1 if failed else 0
+    print(t("catalog.verify.summary", python=result.python, version=result.installed, recipes=rep.recipes,
+            built=rep.built, validated=rep.validated, agree=rep.agree))
+    reviewed = len(rep.differences) - len(rep.unexplained)
+    print(t("catalog.verify.differences", total=len(rep.differences), reviewed=reviewed, unexplained=len(rep.unexplained)))
+    for d in rep.unexplained[:SHOWN]:
+        print(t("catalog.verify.difference", recipe=d.name, field=f"{d.stage}: {d.field}", catalog=json.dumps(d.catalog),
+                real=json.dumps(d.real)))
+    flagged = len(rep.rejections) - len(rep.unflagged)
+    print(t("catalog.verify.rejections", total=len(rep.rejections), flagged=flagged, unflagged=len(rep.unflagged)))
+    for r in rep.unflagged[:SHOWN]:
+        print(t("catalog.verify.rejection", recipe=r.recipe, stage=r.stage, error=r.error[:300]))
+    if rep.not_built:
+        print(t("catalog.verify.not_built", count=len(rep.not_built), example=rep.not_built[0][1][:200]))
+    print(t("catalog.verify.failed" if failed else "catalog.verify.passed"))
+    return 1 if failed else 0
 
 
 def _list(args: argparse.Namespace) -> int:

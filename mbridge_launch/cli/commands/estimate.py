@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default="bf16", help=t("help.common.precision"))
     parser.add_argument("--goal", default="pretrain", help=t("help.common.goal"))
     parser.add_argument("--fsdp", action="store_true", help=t("help.estimate.fsdp"))
+    parser.add_argument("--no-distributed-optimizer", action="store_true", help=t("help.estimate.no_dist_opt"))
     parser.add_argument("--bf16-grads", action="store_true",
                         help=t("help.common.bf16_grads"))
     parser.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help=t("help.estimate.recompute"))
@@ -77,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     layout = Layout(
         tp=args.tp, pp=args.pp, vp=args.vp if args.vp and args.vp > 1 else None, cp=args.cp, ep=args.ep, etp=args.etp,
         sp=args.tp > 1 and not args.no_sp, mbs=args.mbs, gbs=args.gbs or args.mbs * dp, seq_length=args.seq_length,
-        world=args.gpus, fsdp=args.fsdp, recompute=args.recompute, recompute_layers=args.recompute_layers,
+        world=args.gpus, fsdp=args.fsdp, distributed_optimizer=not args.no_distributed_optimizer,
+        recompute=args.recompute, recompute_layers=args.recompute_layers,
         cp_comm_type=args.cp_comm_type or ("p2p" if args.cp > 1 else None),
         gpus_per_node=hw.gpus_per_node,
     )

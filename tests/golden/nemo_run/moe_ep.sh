@@ -96,7 +96,7 @@ echo 'mbridge-launch: node check passed (2 nodes); starting the trainer'
 
 # Command 1
 
-srun --output /lustre/logs/qwen3-moe/qwen3-30b-a3b-moe-%j-restart"${SLURM_RESTART_COUNT:-0}".log --chdir /shared/nemorun-home/experiments/qwen3-30b-a3b-moe/qwen3-30b-a3b-moe_golden/train/code --wait=60 --kill-on-bad-exit=1 --export=ALL python scripts/training/run_recipe.py --recipe qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config --mode pretrain --dataset mock checkpoint.save=/lustre/ckpt/qwen3-30b-a3b-moe checkpoint.load=/lustre/ckpt/qwen3-30b-a3b-moe checkpoint.save_interval=1000 model.expert_model_parallel_size=8 model.moe_token_dispatcher_type=alltoall train.exit_signal_handler=true
+srun --output /lustre/logs/qwen3-moe/qwen3-30b-a3b-moe-%j-restart"${SLURM_RESTART_COUNT:-0}".log --chdir /shared/nemorun-home/experiments/qwen3-30b-a3b-moe/qwen3-30b-a3b-moe_golden/train/code --wait=60 --kill-on-bad-exit=1 --export=ALL python scripts/training/run_recipe.py --recipe qwen3_30b_a3b_pretrain_config --mode pretrain --dataset mock checkpoint.save=/lustre/ckpt/qwen3-30b-a3b-moe checkpoint.load=/lustre/ckpt/qwen3-30b-a3b-moe checkpoint.save_interval=1000 model.expert_model_parallel_size=8 model.moe_token_dispatcher_type=alltoall train.exit_signal_handler=true
 
 exitcode=$?
 
