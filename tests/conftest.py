@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,10 @@ REPO = Path(__file__).resolve().parents[1]
 # a message key missing from mbridge_launch/messages raises instead of printing the key (in this
 # process and in every command the tests start)
 os.environ["MBRIDGE_LAUNCH_STRICT_MESSAGES"] = "1"
+# Policy files (mbridge_launch/policy): the suite must not read a developer's own user policy
+# (~/.config/mbridge-launch/policy.yaml), so the user file is looked for in an empty directory;
+# the policy tests set HOME / XDG_CONFIG_HOME / the working directory themselves.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="mbl-test-xdg-")
 STANDIN = Path(__file__).resolve().parent / "standin_trainer.py"
 
 

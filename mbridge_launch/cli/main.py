@@ -35,6 +35,8 @@ COMMANDS: dict[str, str] = {
     "rollback": "mbridge_launch.cli.commands.rollback",
     "watch": "mbridge_launch.cli.commands.watch",
     "versions": "mbridge_launch.cli.commands.versions",
+    "diagnose": "mbridge_launch.cli.commands.diagnose",
+    "doctor": "mbridge_launch.cli.commands.doctor",
 }
 
 

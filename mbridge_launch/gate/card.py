@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from mbridge_launch.base import slurm_time
 from mbridge_launch.base.i18n import t
 from mbridge_launch.plan.model import Plan
+from mbridge_launch.policy import cost
 
 
 def gpu_hours(plan: Plan) -> float:
-    return plan.cluster.total_gpus * slurm_time.hours(plan.cluster.time)
+    return cost.gpu_hours(plan.cluster.total_gpus, plan.cluster.time)
 
 
 def convergence_overrides(plan: Plan) -> list[Any]:
@@ -18,7 +18,7 @@ def convergence_overrides(plan: Plan) -> list[Any]:
 
 
 def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = None,
-                parent_run_id: Optional[int] = None, watcher: bool = True) -> str:
+                parent_run_id: Optional[int] = None, watcher: bool = True, policy: Any = None) -> str:
     p, c, e = plan.parallelism, plan.cluster, plan.estimates
     kind = t(f"card.kind.{plan.recipe.kind}")
     lines = [f"== {t('gate.card.title')} ({plan.name}, {plan.plan_hash()}) =="]
@@ -51,10 +51,13 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
     if ar.enabled:
         spike = t("gate.card.auto_rollback_spike", factor=ar.spike_factor, window=ar.window) if ar.spike_factor else "-"
         lines.append(t("gate.card.auto_rollback", nan=t("gate.card.yes") if ar.on_nan else t("gate.card.no"),
-                       spike=spike, count=ar.max_rollbacks))
+                       spike=spike, count=_automatic_actions(ar.max_rollbacks, policy)))
         lines.append("    " + (t("gate.card.watcher_job") if watcher else t("gate.card.watcher_none", name=plan.name)))
         if watcher:
             lines.append("    " + _watcher_place(plan))
+    if policy is not None and policy.limits:  # which limits apply and which file set each; nothing without a policy
+        lines.append(t("policy.card.title"))
+        lines.extend(policy.summary_lines())
     lines.append(t("gate.card.script", executor=executor, path=script_path))
     return "\n".join(lines)
 
@@ -68,3 +71,12 @@ def _watcher_place(plan: Plan) -> str:
     partition, account = watcher_placement(plan)
     secrets = ", ".join(plan.cluster.secrets) if may_resubmit(plan) and plan.cluster.secrets else "-"
     return t("gate.card.watcher_place", partition=partition or "-", account=account or "-", secrets=secrets)
+
+
+def _automatic_actions(asked: int, policy: Any) -> int:
+    """What the watcher will really allow: the Plan's max_rollbacks capped by the policy (3 without one)."""
+    if policy is None:
+        from mbridge_launch.policy.files import Policy
+
+        policy = Policy()
+    return policy.max_auto_rollbacks(asked)[0]

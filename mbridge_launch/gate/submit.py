@@ -11,6 +11,10 @@ Resubmissions (`rollback --resubmit`, the watcher) go through `submit_gated` too
 the run they replace (`parent_run_id`); the convergence changes they add are recorded in the
 ledger's overrides table, and a preflight override of the parent is carried over with its reason.
 
+The permission policy (mbridge_launch/policy: site, user and project files, strictest wins) is
+checked by preflight; its `policy.*` errors refuse the submission even with --force, its
+typed-confirmation level lowers the threshold, and the plan card lists the limits and their files.
+
 A plan with `auto_rollback.enabled` gets its watcher started as a dependent Slurm job right after
 the training job is accepted (gate/watcher_job.py; `--no-watcher` / GateOptions.watcher=False to skip, e.g.
 when a watcher already follows the run chain from a login node).
@@ -103,9 +107,24 @@ def confirmation_threshold(value: Optional[float]) -> float:
     return value
 
 
-def confirm_submission(plan: Plan, options: GateOptions) -> str:
+def policy_errors(report: Any) -> list[Any]:
+    """The preflight errors that come from the permission policy (`policy.*`): no --force, no
+    carried-over override covers them (a policy bounds the submitter, it is not theirs to lift)."""
+    return [c for c in report.errors if c.code.startswith("policy.")]
+
+
+def effective_threshold(value: Optional[float], policy: Any = None) -> float:
+    """The typed-confirmation level: the lower of the option/env/default and the policy's
+    typed_confirmation_above_gpu_hours."""
+    threshold = confirmation_threshold(value)
+    limit = policy.get("typed_confirmation_above_gpu_hours") if policy is not None else None
+    return threshold if limit is None else min(threshold, float(limit.value))
+
+
+def confirm_submission(plan: Plan, options: GateOptions, policy: Any = None) -> str:
     """How the submission was confirmed ('flag-yes', 'typed-yes', 'typed-name', or the caller's
-    `confirmed_by`), or CheckFailed."""
+    `confirmed_by`), or CheckFailed. `policy` may lower the GPU-hour level above which the run name
+    must be typed."""
     if options.confirmed_by:
         return options.confirmed_by
     if options.yes:
@@ -113,7 +132,7 @@ def confirm_submission(plan: Plan, options: GateOptions) -> str:
     if not options.isatty():
         raise CheckFailed("gate.no_tty", action=t(f"gate.action.{options.action}"))
     hours = gpu_hours(plan)
-    threshold = confirmation_threshold(options.threshold_gpu_hours)
+    threshold = effective_threshold(options.threshold_gpu_hours, policy)
     need_name = hours > threshold
     prompt = (t("gate.prompt_name", hours=hours, threshold=threshold, name=plan.name) if need_name
               else t("gate.prompt_yes", name=plan.name))
@@ -162,6 +181,7 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
     from mbridge_launch.preflight.runner import run_preflight
     from mbridge_launch.runs import ledger as L
     from mbridge_launch.runs.operations import refresh
+    from mbridge_launch.runs.usage import open_ledger_callback
 
     out = options.out or sys.stderr
     script_dir = Path(options.script_dir or Path.cwd()).resolve()
@@ -180,10 +200,16 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             raise CheckFailed("gate.duplicate", hash=plan_hash, run=run.name, id=run.id, state=run.state,
                               jobs=", ".join(run.job_ids) or "-")
         ownership = _save_dir_ownership(ledger, plan, script_dir, options)  # one run per checkpoint directory
+        policy = _load_policy()
 
         report = run_preflight(plan, cluster=options.cluster_checks, plan_text=plan_text, submit_dir=script_dir,
-                               save_dir_ownership=_fixed_ownership(ownership))
+                               save_dir_ownership=_fixed_ownership(ownership), policy=policy,
+                               gpu_hours_used=open_ledger_callback(ledger))
         print(render_text(report, plan.name), file=out)
+        refused = policy_errors(report)
+        if refused:  # before --force is looked at: it does not apply to a policy
+            raise CheckFailed("gate.policy_refused", codes=", ".join(c.code for c in refused),
+                              files=", ".join(policy.files))
         if report.errors and not options.force:
             raise CheckFailed("gate.preflight_failed", count=len(report.errors))
         uncovered = sorted(set(report.codes("error")) - options.force_covers) if options.force_covers is not None else []
@@ -195,8 +221,8 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             script_dir.mkdir(parents=True, exist_ok=True)
             script = _write_review_copy(plan, rendered, script_dir)
         print(render_card(plan, executor=options.executor, script_path=str(script), report=report,
-                          parent_run_id=options.parent_run_id, watcher=options.watcher), file=out)
-        method = confirm_submission(plan, options)
+                          parent_run_id=options.parent_run_id, watcher=options.watcher, policy=policy), file=out)
+        method = confirm_submission(plan, options, policy)
         changes = _convergence_changes(ledger, options.parent_run_id, plan)
 
         fields = dict(name=plan.name, plan_hash=plan_hash, plan_yaml=plan.to_yaml(), executor=options.executor,
@@ -233,6 +259,14 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
     finally:
         if options.ledger is None:
             ledger.close()
+
+
+def _load_policy() -> Any:
+    """The permission policy of the site, this user and the working directory (policy/files.py);
+    a bad policy file stops the submission (UserError, exit 2)."""
+    from mbridge_launch.policy.files import load_policy
+
+    return load_policy()
 
 
 def _scheduler_call(plan: Plan, executor: str, script_dir: Path, token: str) -> Any:

@@ -51,3 +51,41 @@ def auto_rollback_plan(plan: Plan, to_iter: int, trigger: Any) -> Plan:
     rollback.lossmon.Trigger, read for its kind and iteration)."""
     reason = msg("change.reason.auto_rollback", to_iter=to_iter, kind=trigger.kind, iteration=trigger.iteration)
     return skip_plan(plan, trigger.iteration, reason)
+
+
+EXCLUDE_OPTION = "--exclude"
+
+
+def excluding_nodes_plan(plan: Plan, nodes: Iterable[str]) -> Plan:
+    """`plan` with `nodes` added to sbatch's --exclude list (a hardware fault or a failed node:
+    the resubmission must not land on it again). Training settings are untouched: the same run
+    resumes from its checkpoints on other nodes. An --exclude the user already gave is kept and
+    extended, so nodes excluded by earlier retries stay excluded."""
+    data = plan.canonical_dict()
+    args = list(data["cluster"].get("sbatch_args") or [])
+    excluded: list[str] = []
+    kept = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == EXCLUDE_OPTION or arg == "-x":
+            if i + 1 < len(args):
+                excluded += [n for n in args[i + 1].split(",") if n]
+            i += 2
+            continue
+        if arg.startswith(EXCLUDE_OPTION + "="):
+            excluded += [n for n in arg.split("=", 1)[1].split(",") if n]
+        elif arg.startswith("-x") and len(arg) > 2:
+            excluded += [n for n in arg[2:].lstrip("=").split(",") if n]
+        else:
+            kept.append(arg)
+        i += 1
+    for node in nodes:
+        if node and node not in excluded:
+            excluded.append(node)
+    if excluded:
+        kept.append(f"{EXCLUDE_OPTION}={','.join(excluded)}")
+    data["cluster"]["sbatch_args"] = kept
+    if not data["checkpoint"].get("load"):
+        data["checkpoint"]["load"] = data["checkpoint"].get("save")
+    return plan_from_dict(data, "resubmission")

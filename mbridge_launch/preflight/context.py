@@ -66,6 +66,11 @@ class PreflightContext:
     # save dir -> rollback.claims.Ownership (who writes it now), from the layers that may open the
     # ledger (cli, gate); None: not checked here
     save_dir_ownership: Callable[[str], Any] | None = None
+    # the permission policy (policy.files.Policy; run_preflight loads it when not given) and the
+    # GPU-hours this user submitted in the last 24 h (runs.usage, from the layers that may open
+    # the ledger; None: not known, said as an info when a policy sets a per-day limit)
+    policy: Any = None
+    gpu_hours_used: Callable[[], float] | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def overrides(self) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Run the preflight groups in order and collect one Report.
 
 Python API: `run_preflight(plan, *, cluster=True, on_nodes=False) -> Report`. Groups: plan, data,
-paths, training entry, environment (no cluster needed), then cluster (read-only Slurm queries and `sbatch
+paths, training entry, environment, permission policy (no cluster needed), then cluster (read-only Slurm queries and `sbatch
 --test-only`) unless cluster=False, then the node check (the only submission) if on_nodes.
 A group that crashes becomes an error check naming it: a preflight that cannot look must not
 pass.
@@ -46,6 +46,8 @@ def run_preflight(
     node_timeout_s: float | None = None,
     submit_dir: Path | None = None,
     save_dir_ownership: Callable[[str], Any] | None = None,
+    policy: Any = None,
+    gpu_hours_used: Callable[[], float] | None = None,
 ) -> Report:
     """Check `plan` and return the Report (report.ok, report.exit_code, report.to_json()).
 
@@ -58,7 +60,11 @@ def run_preflight(
     submit_dir: where the submit will run (the gate's script directory), where a Plan without
     launch.workdir starts its job; None: not known yet (a preflight of its own).
     save_dir_ownership: who owns a checkpoint directory (runs.ownership, given by the CLI and the
-    gate: preflight cannot import the ledger); None: not checked, said as an info."""
+    gate: preflight cannot import the ledger); None: not checked, said as an info.
+    policy: the permission policy (policy.files.Policy); None: loaded from the site, user and
+    project files of `env` and the current directory (a bad file raises UserError, exit 2).
+    gpu_hours_used: the GPU-hours this user submitted in the last 24 h (runs.usage), asked only
+    when a policy sets max_gpu_hours_per_day."""
     if not isinstance(plan, Plan):
         from mbridge_launch.plan.model import load_plan, read_plan_text
 
@@ -67,8 +73,13 @@ def run_preflight(
         if plan_text is None:
             plan_text = read_plan_text(path)
     environment = dict(os.environ if env is None else env)
+    if policy is None:
+        from mbridge_launch.policy.files import load_policy
+
+        policy = load_policy(None, environment)
     ctx = PreflightContext(plan=plan, env=environment, plan_text=plan_text, cache_dir=cache_dir(environment), progress_stream=progress_stream,
-                           submit_dir=submit_dir, save_dir_ownership=save_dir_ownership)
+                           submit_dir=submit_dir, save_dir_ownership=save_dir_ownership, policy=policy,
+                           gpu_hours_used=gpu_hours_used)
     report = _run_groups(ctx, cluster, on_nodes, environment, client, node_timeout_s)
     from mbridge_launch.preflight.acceptance import apply_acceptances
 
@@ -83,6 +94,7 @@ def _run_groups(ctx: PreflightContext, cluster: bool, on_nodes: bool, environmen
     from mbridge_launch.preflight.env_checks import run_env_checks
     from mbridge_launch.preflight.path_checks import run_path_checks
     from mbridge_launch.preflight.plan_checks import run_plan_checks
+    from mbridge_launch.preflight.policy_checks import run_policy_checks
 
     report = Report()
     report.add(_guard("plan", lambda: run_plan_checks(ctx)))
@@ -90,6 +102,7 @@ def _run_groups(ctx: PreflightContext, cluster: bool, on_nodes: bool, environmen
     report.add(_guard("paths", lambda: run_path_checks(ctx)))
     report.add(_guard("entry", lambda: run_entry_checks(ctx)))
     report.add(_guard("env", lambda: run_env_checks(ctx)))
+    report.add(_guard("policy", lambda: run_policy_checks(ctx)))  # no cluster needed: --no-cluster too
     if not cluster and not on_nodes:
         report.add([Check("cluster.skipped", "info", {})])
         return report

@@ -22,6 +22,7 @@ class Request:
     overrides: list[RawOverride] = field(default_factory=list)
     hf_config: str | None = None
     catalog_version: str | None = None
+    scheduler: str = "slurm"  # the only one in scope (recommend/scope.py)
 
     @property
     def recipe_mode(self) -> str:

@@ -35,6 +35,17 @@ from mbridge_launch.runs import ledger as L
 from mbridge_launch.runs.ledger import AUTO_ROLLBACK_METHOD
 
 ResubmitHook = Callable[[L.Ledger, L.RunRecord, int, Trigger], L.RunRecord]
+DiagnoseHook = Callable[[L.Ledger, L.RunRecord], Any]  # -> a diagnosis.model.Diagnosis
+RetryHook = Callable[[L.Ledger, L.RunRecord, Any], L.RunRecord]  # (ledger, run, diagnosis) -> new run
+
+# Runs that ended like this are diagnosed; a diagnosis whose retry advice is one of RETRIED is
+# resubmitted (gate/retry.py), anything else is recorded and left to a person.
+FAILURE_STATES = (L.FAILED, L.TIMEOUT)
+RETRIED = ("resubmit", "resubmit_excluding_node")
+AUTO_RETRY_EVENT = "auto_retry"
+# A loss trigger is the diagnosis' nan_loss or loss_spike: the one retry table (diagnosis.model
+# RETRY_OF) says what follows, a rollback that skips the bad batch, never a plain resubmission.
+TRIGGER_CAUSE = {"nan": "nan_loss", "inf": "nan_loss", "nan_iterations": "nan_loss", "spike": "loss_spike"}
 
 
 class Terminated(Exception):
@@ -45,10 +56,13 @@ class Terminated(Exception):
 class WatchResult:
     run: L.RunRecord  # the last run watched
     # finished, triggered (not acting), max_rollbacks, no_checkpoint, rolled_back (no resubmit),
-    # resubmitted (not following the new run), cancelled (by someone else: left alone)
+    # resubmitted (not following the new run), cancelled (by someone else: left alone),
+    # not_retried (failed; the diagnosis says a retry would not help, or retries are off),
+    # not_allowed (the policy forbids automatic cancel/resubmit)
     outcome: str
     trigger: Optional[Trigger] = None
     rollbacks: list[dict[str, Any]] = field(default_factory=list)
+    diagnosis: Any = None  # a diagnosis.model.Diagnosis of a run that failed without a trigger
 
 
 def _say(text: str) -> None:
@@ -56,8 +70,14 @@ def _say(text: str) -> None:
 
 
 def auto_rollbacks_in_chain(ledger: L.Ledger, run: L.RunRecord) -> int:
-    ids = [r.id for r in ledger.run_chain(run.id)]
-    return sum(1 for rb in ledger.rollbacks(run_ids=ids) if rb.trigger and rb.state in ("done", "started"))
+    """The automatic actions taken so far over the run's resubmission chain: rollbacks on a
+    trigger and resubmissions after a diagnosed failure. One budget for both (plan.auto_rollback
+    max_rollbacks, capped by the policy's auto_rollback.max_per_run)."""
+    chain = ledger.run_chain(run.id)
+    ids = [r.id for r in chain]
+    rollbacks = sum(1 for rb in ledger.rollbacks(run_ids=ids) if rb.trigger and rb.state in ("done", "started"))
+    retries = sum(1 for r in chain for e in ledger.events(r.id) if e["kind"] == AUTO_RETRY_EVENT)
+    return rollbacks + retries
 
 
 @dataclass(eq=False)
@@ -75,6 +95,11 @@ class Watcher:
     say: Callable[[str], None] = _say
     follow_resubmissions: bool = True
     act_on_cancelled: bool = True
+    # After a run that failed without a trigger: why (diagnosis), and the resubmission when the
+    # diagnosis says a retry helps (None: failures are diagnosed and recorded, never retried).
+    diagnose: Optional[DiagnoseHook] = None
+    retry: Optional[RetryHook] = None
+    policy: Any = None  # a policy.files.Policy; None: read for each run from its submit directory
     lock_wait_s: float = 0.0
     # While a trigger is handled (cancel, rollback, resubmit) a SIGTERM only sets term_pending:
     # stopping half-way would leave a cancelled run without its rollback or resubmission.
@@ -102,17 +127,22 @@ class Watcher:
             while True:
                 result = self._watch_one(run)
                 result.rollbacks = rollbacks
-                if result.trigger is None or not self.act:
+                failed = result.trigger is None and result.run.state in FAILURE_STATES and self.diagnose is not None
+                if not failed and (result.trigger is None or not self.act):
                     return result
                 self.critical = True
                 try:
-                    outcome = self._handle(result.run, result.trigger)
+                    if result.trigger is None:
+                        outcome = self._after_failure(result.run)
+                    else:
+                        outcome = self._handle(result.run, result.trigger)
                 finally:
                     self.critical = False
                 if isinstance(outcome, WatchResult):
                     outcome.rollbacks = rollbacks
                     return outcome
-                rollbacks.append(outcome["rollback"])
+                if outcome.get("rollback"):
+                    rollbacks.append(outcome["rollback"])
                 run = outcome["next_run"]
                 if run is None:
                     return WatchResult(result.run, "rolled_back", result.trigger, rollbacks)
@@ -157,11 +187,22 @@ class Watcher:
 
     # ------------------------------------------------------------------ acting on a trigger
     def _handle(self, run: L.RunRecord, trigger: Trigger):
+        from mbridge_launch.diagnosis.model import RETRY_OF
         from mbridge_launch.rollback.checkpoints import list_checkpoints
         from mbridge_launch.rollback.engine import rollback
         from mbridge_launch.runs.operations import cancel_and_wait, refresh
 
-        limit = self.max_rollbacks if self.max_rollbacks is not None else run.plan().auto_rollback.max_rollbacks
+        if RETRY_OF[TRIGGER_CAUSE.get(trigger.kind, "nan_loss")] != "rollback":
+            return WatchResult(run, "not_retried", trigger)
+        allowed, limit = self._allowance(run)
+        if not allowed:
+            return WatchResult(run, "not_allowed", trigger)
+        if run.save_dir:  # checked before anything is cancelled
+            policy = self.policy if self.policy is not None else _policy_for(run)
+            dir_ok, source = policy.rollback_dir_allowed(Path(run.save_dir), Path(run.save_dir))
+            if not dir_ok:
+                self.say(t("watch.policy_dir_forbids", run=run.name, path=run.save_dir, file=source or "-"))
+                return WatchResult(run, "not_allowed", trigger)
         if not self.act_on_cancelled:
             run = refresh(self.ledger, [self.ledger.get_run(run.id)], self.query)[0]
             if run.state == L.CANCELLED:  # not by this watcher: it has not cancelled anything yet
@@ -192,6 +233,65 @@ class Watcher:
             next_run = self.resubmit(self.ledger, run, target, trigger)
             self.say(t("watch.resubmitted", run=next_run.name, id=next_run.id, jobs=", ".join(next_run.job_ids) or "-"))
         return {"rollback": record, "next_run": next_run}
+
+
+    # ------------------------------------------------------------------ policy and failures
+    def _allowance(self, run: L.RunRecord) -> tuple[bool, int]:
+        """Whether this watcher may cancel and resubmit `run` on its own, and how many automatic
+        actions the run chain may have: the Plan (or --act / --max-rollbacks) asks, the policy
+        bounds it (strictest file wins; without a policy at most 3)."""
+        policy = self.policy if self.policy is not None else _policy_for(run)
+        allowed, source = policy.auto_rollback_allowed(self.act)
+        if not allowed:
+            if source:
+                self.say(t("watch.policy_forbids", run=run.name, file=source))
+            return False, 0
+        asked = self.max_rollbacks if self.max_rollbacks is not None else run.plan().auto_rollback.max_rollbacks
+        limit, _ = policy.max_auto_rollbacks(asked)
+        return True, limit
+
+    def _after_failure(self, run: L.RunRecord):
+        """A run that ended failed (or at its time limit) without a loss trigger: diagnose it,
+        record the diagnosis, and resubmit only what a retry can fix (gate/retry.py). The same
+        classification as `diagnose` decides: a software error is not retried, a NaN or spike is
+        for a rollback (never a blind retry), a hardware fault is resubmitted without its node."""
+        if self.diagnose is None:
+            return WatchResult(run, "finished")
+        try:
+            found = self.diagnose(self.ledger, run)
+        except (UserError, OSError) as exc:
+            self.say(t("watch.diagnosis_failed", run=run.name, reason=str(exc)))
+            return WatchResult(run, "finished")
+        from mbridge_launch.runs.run_diagnosis import record_diagnosis
+
+        record_diagnosis(self.ledger, run, found)
+        self.say(t("watch.diagnosed", run=run.name, diagnosis=found.one_line()))
+        if found.retry not in RETRIED or self.retry is None or not self.act:
+            self.say(t("watch.not_retried", run=run.name, cause=found.cause, retry=found.retry))
+            return WatchResult(run, "not_retried", diagnosis=found)
+        allowed, limit = self._allowance(run)
+        if not allowed:
+            return WatchResult(run, "not_allowed", diagnosis=found)
+        done = auto_rollbacks_in_chain(self.ledger, run)
+        if done >= limit:
+            self.say(t("watch.max_rollbacks", run=run.name, count=done, limit=limit))
+            return WatchResult(run, "max_rollbacks", diagnosis=found)
+        self.ledger.record_confirmation(run.id, "resubmit", AUTO_ROLLBACK_METHOD,
+                                        {"reason": "diagnosis", "cause": found.cause, "retry": found.retry})
+        self.ledger.add_event(run.id, AUTO_RETRY_EVENT, {"cause": found.cause, "retry": found.retry,
+                                                         "exclude_nodes": list(found.exclude_nodes)})
+        next_run = self.retry(self.ledger, run, found)
+        self.say(t("watch.retried", run=next_run.name, id=next_run.id, cause=found.cause,
+                   nodes=", ".join(found.exclude_nodes) or "-", jobs=", ".join(next_run.job_ids) or "-"))
+        return {"rollback": None, "next_run": next_run}
+
+
+def _policy_for(run: L.RunRecord) -> Any:
+    """The policy as the run's own submission saw it: site, user, and the project file of the
+    directory it was submitted from."""
+    from mbridge_launch.policy.files import load_policy
+
+    return load_policy(cwd=Path(run.work_dir) if run.work_dir else None)
 
 
 class _exclusive:

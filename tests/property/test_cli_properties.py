@@ -85,6 +85,7 @@ def bases(world: H.World, box: H.Sandbox) -> dict[CommandPath, list[Slot]]:
         ("catalog", "verify"): [Slot("--python", [sys.executable]), Slot("names", ["llama3_8b_pretrain_config"])],
         ("catalog", "list"): [Slot("--family", ["llama"])],
         ("catalog", "show"): [Slot("name", ["llama3_8b_pretrain_config"])],
+        ("catalog", "diff"): [Slot("old", ["0.6.2"]), Slot("new", ["0.6.2"])],
         ("plan",): [Slot("--model", ["llama3_8b"]), Slot("--gpus", ["8"]), Slot("--top", ["1"])],
         ("estimate",): [Slot("--model", ["llama3_8b"]), Slot("--gpus", ["8"]), Slot("--tp", ["2"])],
         ("preflight",): [Slot("plan", [plan]), Slot("--no-cluster", [])],
@@ -100,6 +101,8 @@ def bases(world: H.World, box: H.Sandbox) -> dict[CommandPath, list[Slot]]:
         ("rollback",): [Slot("target", [str(box.save)]), Slot("--to", ["100"]), Slot("--dry-run", [])],
         ("watch",): [Slot("run", [run])],
         ("versions",): [],
+        ("doctor",): [],
+        ("diagnose",): [Slot("targets", [run])],
     }
 
 
@@ -147,7 +150,7 @@ VALID: dict[str, list[str]] = {
     "--container-image": ["nvcr.io/nvidia/nemo:25.09"], "--data-path": ["/data/a", "0.5:/data/a"],
     "--recompute-layers": ["1"], "--first-stage-layers": ["4"], "--last-stage-layers": ["4"],
     "--mtp-layers": ["1"], "--vp": ["2"], "--etp": ["1"], "--pp-layout": ["Et|tL"],
-    "--catalog-version": ["0.2.0"], "overrides": ["train.train_iters=10", "model.tensor_model_parallel_size=8"],
+    "--catalog-version": ["0.2.0"], "--scheduler": ["slurm"], "old": ["0.6.2"], "new": ["0.6.2"], "overrides": ["train.train_iters=10", "model.tensor_model_parallel_size=8"],
     "run": [H.RUN_NAME, "1", "fifo-log", "3", "#3"], "job": ["999999", "1"], "name": ["llama3_8b_pretrain_config"],
 }
 

@@ -17,12 +17,13 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from . import checkpoint, distenv
+from . import checkpoint, distenv, failures
 from .config import ConfigError, RunConfig, parse
 from .faults import Faults, LossModel
 from .report import RankReport, report_dir
 
 _stop_signal: list[int] = []
+_port_holder = failures.PortHolder()  # rank 0's store socket, open until the process ends
 
 
 def _on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
@@ -104,6 +105,7 @@ class Trainer:
         loaded = checkpoint.load(cfg.get("checkpoint.load"), cfg.get("checkpoint.ckpt_step"))
         start, consumed, poisoned, initial_seed = 0, 0, False, seed
         if loaded is not None:
+            failures.check_shard(loaded.directory, self.dist.rank)  # every rank reads its own shard
             start, consumed, poisoned = loaded.iteration, loaded.consumed_samples, loaded.poisoned
             initial_seed = loaded.initial_seed if loaded.initial_seed is not None else seed
             self.say(f" loading checkpoint from {cfg.get('checkpoint.load')} at iteration {start}")
@@ -118,6 +120,7 @@ class Trainer:
                 self.say(f" loading pretrained checkpoint from {pre}")
             elif cfg.get("checkpoint.load"):
                 self.say(f" WARNING: no checkpoint found in {cfg.get('checkpoint.load')}; starting from iteration 0")
+        failures.check_dataset(cfg.values, self.dist.rank, self.dist.world_size)  # after the load, as Megatron
         report.record.update(start_iteration=start, resumed_from=str(loaded.directory) if loaded else None,
                              resume_source=loaded.source if loaded else None)
         report.write()
@@ -133,6 +136,7 @@ class Trainer:
                 break
             time.sleep(self.faults.iter_seconds)
             it += 1
+            failures.oom_or_blocked(it, self.dist.rank, self.dist.local_rank, self.dist.world_size)
             if self.faults.should_crash(it, self.dist.rank):
                 raise RuntimeError(f"stand-in: simulated crash at iteration {it} on rank {self.dist.rank}")
             loss, was_skipped = model.step(it)
@@ -186,8 +190,15 @@ def main(argv: list[str]) -> int:
         report.finish(status="dry-run", exit_code=0)
         return 0
     try:
+        failures.check_imports(dist.rank)  # the recipe's imports come first
+        failures.check_config(cfg.values, trainer.tp, dist.rank)
+        failures.bind_master_port(dist, _port_holder)
         install_exit_handler(cfg)
         return trainer.run(report)
+    except failures.OutOfMemoryError as exc:
+        report.finish(status="crashed", error=f"OutOfMemoryError: {exc}", exit_code=1)
+        failures.oom_exit(exc, dist.rank)
+        raise
     except BaseException as exc:
         report.finish(status="crashed", error=f"{type(exc).__name__}: {exc}", exit_code=1)
         raise

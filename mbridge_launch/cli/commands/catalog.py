@@ -1,4 +1,4 @@
-"""`mbridge-launch catalog sync | verify | list | show`: build, check and browse the recipe catalog."""
+"""`mbridge-launch catalog sync | verify | list | show | diff`: build, check, browse and compare the recipe catalog."""
 
 from __future__ import annotations
 
@@ -42,6 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
     add_common(show)
 
+    diff = sub.add_parser("diff", help=t("help.catalog.diff"))
+    diff.add_argument("old", metavar="OLD", help=t("help.catalog.diff.old"))
+    diff.add_argument("new", metavar="NEW", help=t("help.catalog.diff.new"))
+    add_common(diff, formats=("text", "json"))
+
 
 def run(args: argparse.Namespace) -> int:
     action = getattr(args, "catalog_command", None)
@@ -53,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
         return _list(args)
     if action == "show":
         return _show(args)
+    if action == "diff":
+        return _diff(args)
     from mbridge_launch.base.errors import UserError
 
-    raise UserError("arg.choice", flag="catalog ACTION", value=action or "", choices="sync, verify, list, show")
+    raise UserError("arg.choice", flag="catalog ACTION", value=action or "", choices="sync, verify, list, show, diff")
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -208,3 +215,66 @@ def _show(args: argparse.Namespace) -> int:
 
 def _pairs(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items()) or "-"
+
+
+def _diff(args: argparse.Namespace) -> int:
+    """Exit 0: no difference; 1: differences; 2 (a UserError): a side is neither a version nor a catalog."""
+    from mbridge_launch.base.output import print_json
+    from mbridge_launch.catalog_sync.diff import diff_specs
+
+    result = diff_specs(args.old, args.new)
+    if args.format == "json":
+        print_json(result.to_dict())
+    else:
+        for line in _diff_lines(result):
+            print(line)
+    return 1 if result.differs else 0
+
+
+TOP_FIELDS = 8  # fields named in the text summary of a diff
+VALUE_CHARS = 160  # a value longer than this (a pipeline layout) is cut in text; JSON has it whole
+
+
+def _diff_lines(result: Any) -> list[str]:
+    """The text form: every name and every changed field (a release's changes are read in full,
+    or piped to a pager); values as JSON, the same in every language."""
+    import json
+
+    from mbridge_launch.base.escape import t_line
+    from mbridge_launch.base.i18n import t
+
+    def value(v: Any) -> str:
+        text = json.dumps(v, ensure_ascii=False)
+        return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS - 3] + "..."
+
+    lines = [t_line("catalog.diff.header", old=result.old.version, old_source=result.old.source,
+                    new=result.new.version, new_source=result.new.source)]
+    for kind, d in result.kinds.items():
+        lines.append(t_line("catalog.diff.kind", kind=t(f"catalog.diff.kind_name.{kind}"), old_count=d.old_count,
+                            new_count=d.new_count, added=len(d.added), removed=len(d.removed), renamed=len(d.renamed),
+                            aliases_added=len(d.aliases_added), aliases_removed=len(d.aliases_removed)))
+        lines += [t_line("catalog.diff.added", name=n) for n in d.added]
+        lines += [t_line("catalog.diff.removed", name=n) for n in d.removed]
+        lines += [t_line("catalog.diff.renamed", old=o, new=n) for o, n in d.renamed]
+        lines += [t_line("catalog.diff.alias_added", name=n) for n in d.aliases_added]
+        lines += [t_line("catalog.diff.alias_removed", name=n) for n in d.aliases_removed]
+    counts = result.field_counts()
+    lines.append(t_line("catalog.diff.changed", recipes=len(result.changed), fields=sum(c for _, c in counts)))
+    if counts:
+        lines.append(t_line("catalog.diff.top_fields", fields=", ".join(f"{f} ({c})" for f, c in counts[:TOP_FIELDS])))
+    for change in result.changed:
+        if change.old_name != change.name:  # the kind as `catalog list` prints it: library | benchmark
+            lines.append(t_line("catalog.diff.recipe_renamed", kind=change.kind, name=change.name,
+                                old_name=change.old_name))
+        else:
+            lines.append(t_line("catalog.diff.recipe", kind=change.kind, name=change.name))
+        lines += [t_line("catalog.diff.field", field=f.field, old=value(f.old), new=value(f.new)) for f in change.fields]
+    if result.run_recipe:
+        lines.append(t("catalog.diff.run_recipe"))
+        lines += [t_line("catalog.diff.run_recipe_line", recipe=r.recipe, old=value(r.old), new=value(r.new))
+                  for r in result.run_recipe]
+    lines += [t_line("catalog.diff.catalog_field", field=f.field, old=value(f.old), new=value(f.new)) for f in result.catalog]
+    lines += [t_line("catalog.diff.provenance", field=f.field, old=value(f.old), new=value(f.new))
+              for f in result.provenance if f.field != "counts"]  # the counts are the lines above
+    lines.append(t("catalog.diff.differs" if result.differs else "catalog.diff.same"))
+    return lines

@@ -36,11 +36,13 @@ def run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)  # UserError (exit 2) for an unreadable or invalid Plan
     plan_text = read_plan_text(args.plan)
     from mbridge_launch.runs.ownership import preflight_callback
+    from mbridge_launch.runs.usage import usage_callback
 
     report = run_preflight(
         plan, cluster=not args.no_cluster, on_nodes=args.on_nodes,
         plan_text=plan_text, progress_stream=default_progress_stream(),
         save_dir_ownership=preflight_callback(args.ledger, ask_slurm=not args.no_cluster),
+        gpu_hours_used=usage_callback(args.ledger),  # the policy's per-day GPU-hours
     )
     if args.format == "json":
         print_json(report.to_json())

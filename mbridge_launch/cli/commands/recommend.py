@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", help=t("help.recommend.dataset"))
     parser.add_argument("--hf-config", help=t("help.recommend.hf_config"))
     parser.add_argument("--catalog-version", metavar="V", help=t("help.recommend.catalog_version"))
+    parser.add_argument("--scheduler", default="slurm", help=t("help.recommend.scheduler"))  # others: scope.*
     parser.add_argument("--smoke-test", action="store_true", help=t("help.recommend.smoke_test"))
     parser.add_argument("-o", "--output", help=t("help.recommend.output"))
     group = parser.add_argument_group(t("help.recommend.plan_settings"))
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.plan.model import save_plan
     from mbridge_launch.plan.overrides import parse_overrides
     from mbridge_launch.plan.trainer_args import human_command
-    from mbridge_launch.recommend import smoke
+    from mbridge_launch.recommend import scope, smoke
     from mbridge_launch.recommend.build import recommend
     from mbridge_launch.recommend.request import Request, normalize_precision, validate_counts
     from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
@@ -75,12 +76,15 @@ def run(args: argparse.Namespace) -> int:
         if not args.model:
             raise UserError("arg.invalid", flag="--model", reason=t("recommend.reason.model_required"))
         model, goal, dataset = args.model, args.goal, args.dataset
+    scheduler = scope.check_scheduler(args.scheduler)
     validate_counts(args.gpus, args.seq_length)
     request = Request(model=model, gpus=args.gpus, gpu_type=args.gpu_type, goal=normalize_goal(goal),
                       seq_length=args.seq_length, benchmark=args.benchmark,
                       precision=normalize_precision(args.precision), dataset=dataset,
                       overrides=parse_overrides(args.overrides), hf_config=args.hf_config,
-                      catalog_version=args.catalog_version)
+                      catalog_version=args.catalog_version, scheduler=scheduler)
+    scope.check_request(request)  # out of scope (other GPUs, schedulers, model kinds): exit 2, with why
+    _scheduler_hint()
     rec = smoke.recommend_smoke(request) if args.smoke_test else recommend(request)
     time = args.time or (smoke.SMOKE_TEST_TIME if args.smoke_test else DEFAULT_TIME)
     flags = ClusterFlags(name=args.name, account=args.account, partition=args.partition, time=time,
@@ -103,6 +107,18 @@ def run(args: argparse.Namespace) -> int:
 
             print(t("recommend.smoke.next", path=sh(str(args.output))), file=sys.stderr)
     return 0
+
+
+def _scheduler_hint() -> None:
+    """On a Kubernetes pod without Slurm, say where the Plan can be submitted (a hint, not an error)."""
+    import sys
+
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.recommend.scope import scheduler_hint
+
+    hint = scheduler_hint()
+    if hint is not None:
+        print(t("hint.prefix", message=hint.render()), file=sys.stderr)
 
 
 def _watcher_partition(args: argparse.Namespace) -> str | None:

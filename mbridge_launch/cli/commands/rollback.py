@@ -151,7 +151,27 @@ def _resubmission(ledger, target, to_iter: int, skips: list[int], seed: int | No
         run = others[0]
         raise CheckFailed("gate.duplicate", hash=plan.plan_hash(), run=run.name, id=run.id, state=run.state,
                           jobs=", ".join(run.job_ids) or "-")
+    _refuse_if_policy_refuses(ledger, plan)
     return plan
+
+
+def _refuse_if_policy_refuses(ledger, plan) -> None:
+    """The permission policy's checks of the resubmission, before the rollback changes anything:
+    the gate would refuse it after the rollback (even with --force), leaving a rolled-back
+    directory and no new run."""
+    from mbridge_launch.base.errors import CheckFailed
+    from mbridge_launch.policy.files import load_policy
+    from mbridge_launch.preflight.context import PreflightContext
+    from mbridge_launch.preflight.policy_checks import run_policy_checks
+    from mbridge_launch.runs.usage import open_ledger_callback
+
+    policy = load_policy()
+    ctx = PreflightContext(plan=plan, policy=policy, gpu_hours_used=open_ledger_callback(ledger))
+    errors = [c for c in run_policy_checks(ctx) if c.severity == "error"]
+    for check in errors:
+        print(t_line("error.prefix", message=check.message()), file=sys.stderr)
+    if errors:
+        raise CheckFailed("gate.policy_refused", codes=", ".join(c.code for c in errors), files=", ".join(policy.files))
 
 
 def _resubmit(ledger, target, plan, args):
@@ -194,6 +214,27 @@ def _ensure_stopped(ledger, target, args, confirm_method_holder: list) -> None:
         cancel_and_wait(ledger, run)
 
 
+def _check_policy(target) -> None:
+    """The permission policy's rollback_dirs (policy/files.py): a directory outside them, or by
+    default another directory than the run's own save dir (from the ledger), is refused."""
+    from pathlib import Path
+
+    from mbridge_launch.base.errors import CheckFailed
+    from mbridge_launch.policy.files import load_policy
+
+    if target.save_dir is None:
+        return
+    policy = load_policy()
+    own = Path(target.run.save_dir) if target.run and target.run.save_dir else None
+    allowed, source = policy.rollback_dir_allowed(Path(target.save_dir), own)
+    if allowed:
+        return
+    if source is None:
+        raise CheckFailed("policy.rollback_dirs_own", path=str(target.save_dir), own=str(own))
+    dirs = [d for lim in policy.per_file.get("rollback_dirs", []) if lim.source == source for d in lim.value]
+    raise CheckFailed("policy.rollback_dirs", path=str(target.save_dir), source=source, allowed=", ".join(dirs))
+
+
 def _warn_if_pinned(target) -> None:
     """Bridge resolves `load` at an iter dir and checkpoint.ckpt_step before the trackers: a plan
     with either would not resume from the rollback."""
@@ -223,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
     skips, seed = _check_resubmit_args(args)
     with open_ledger(args.ledger, create=not args.dry_run) as ledger:
         target = resolve_target(args.target, ledger)
+        _check_policy(target)  # before anything is previewed or touched
         run_id = target.run.id if target.run else None
         from mbridge_launch.base.quoting import sh
 

@@ -20,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.escape import t_line  # every value on its own line, escaped (a ledger others can write)
+    from mbridge_launch.base.i18n import current_lang
     from mbridge_launch.base.output import print_json
     from mbridge_launch.runs.operations import fmt_time, open_ledger, refresh
 
@@ -29,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
             record = refresh(ledger, [record], warn=True)[0]
         details = slurm_details(record)
         rollbacks = ledger.rollbacks(run_ids=[r.id for r in ledger.run_chain(record.id)])
+        diagnosis = failed_run_diagnosis(ledger, record)
         if args.format == "json":
             data = record.summary()
             data.update(details)
@@ -38,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
                  "trigger": rb.trigger, "created_at": rb.created_at} for rb in rollbacks]
             data["confirmations"] = ledger.confirmations(record.id)
             data["overrides"] = ledger.overrides(record.id)
+            data["diagnosis"] = diagnosis.as_json(args.lang or current_lang()) if diagnosis is not None else None
             print_json(data)
             return 0
         print(t_line("ledger.status.run", name=record.name, id=record.id))
@@ -59,10 +62,30 @@ def run(args: argparse.Namespace) -> int:
             print("  " + t_line("ledger.status.logs", paths=", ".join(record.log_paths)))
         if record.error:
             print("  " + t_line("ledger.status.error", error=record.error))
+        if diagnosis is not None:
+            print("  " + t_line("diagnose.cli.status_line", line=diagnosis.one_line(args.lang or current_lang())))
         if rollbacks:
             last = rollbacks[-1]
             print("  " + t_line("ledger.status.rollbacks", count=len(rollbacks), to_iter=last.to_iter, state=last.state))
     return 0
+
+
+# The ledger states of a run that ended in a failure worth explaining (a cancel is the user's own).
+FAILED_STATES = ("failed", "timeout")
+
+
+def failed_run_diagnosis(ledger, record):
+    """The diagnosis of a run that ended failed (None for any other run: cheap for the rest).
+    A diagnosis that cannot be made (the engine missing, a log unreadable) is None, never an error
+    of `status`."""
+    if record.state not in FAILED_STATES:
+        return None
+    from mbridge_launch.runs.run_diagnosis import diagnose_run
+
+    try:
+        return diagnose_run(ledger, record)
+    except (ImportError, OSError, ValueError):
+        return None
 
 
 def slurm_details(record) -> dict:

@@ -53,7 +53,9 @@ def _verdict(report, force: bool) -> tuple[str, bool]:  # noqa: ANN001
     errors = len(report.errors)
     if not errors:
         return t("submit.dry_run.would_pass", count=len(report.warnings)), True
-    if force:
+    from mbridge_launch.gate.submit import policy_errors
+
+    if force and not policy_errors(report):  # a policy limit is not the submitter's to override
         return t("submit.dry_run.would_force", count=errors, codes=", ".join(report.codes("error"))), True
     return t("submit.dry_run.would_refuse", count=errors, codes=", ".join(report.codes("error"))), False
 
@@ -73,10 +75,12 @@ def _dry_run(plan, args, plan_text: str) -> int:  # noqa: ANN001
 
     script_dir = Path(args.script_dir or Path.cwd()).resolve()
     from mbridge_launch.runs.ownership import preflight_callback
+    from mbridge_launch.runs.usage import usage_callback
 
     # whether another run writes the checkpoint directory, as the gate would refuse it
     report = run_preflight(plan, cluster=not args.no_cluster_checks, plan_text=plan_text, submit_dir=script_dir,
-                           save_dir_ownership=preflight_callback(args.ledger, ask_slurm=not args.no_cluster_checks))
+                           save_dir_ownership=preflight_callback(args.ledger, ask_slurm=not args.no_cluster_checks),
+                           gpu_hours_used=usage_callback(args.ledger))
     verdict, would_submit = _verdict(report, bool(args.force and (args.reason or "").strip()))
     result = submit_plan(plan, args.executor, script_dir, dry_run=True)
     assert isinstance(result, Rendered)  # dry_run=True renders, never submits

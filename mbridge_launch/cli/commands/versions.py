@@ -15,7 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def _library_version(name: str) -> str | None:
+def library_version(name: str) -> str | None:
+    """An installed distribution's version from its metadata (no import); None when absent."""
     from importlib import metadata
 
     try:
@@ -24,20 +25,12 @@ def _library_version(name: str) -> str | None:
         return None
 
 
-def _slurm_version() -> str | None:
-    import shutil
+def _slurm() -> dict:
+    """Whether Slurm can be asked, with its version: the probe `doctor` uses."""
+    from mbridge_launch.preflight.cluster_survey import probe_slurm
+    from mbridge_launch.preflight.slurm import SlurmClient
 
-    from mbridge_launch.executors.slurm_cli import SlurmUnavailable, call
-
-    if not shutil.which("sinfo"):
-        return None
-    try:
-        out = call(["sinfo", "-V"], timeout=10)
-    except SlurmUnavailable:
-        return None
-    if out.ok and out.stdout.strip():
-        return out.stdout.strip().split()[-1]
-    return "?"  # the client is installed but finds no slurm.conf or controller
+    return probe_slurm(SlurmClient()).as_dict()
 
 
 def collect() -> dict:
@@ -49,12 +42,15 @@ def collect() -> dict:
     from mbridge_launch.knowledge.hardware import known_hardware
     from mbridge_launch.knowledge.vocabulary import GOALS, PRECISIONS
 
+    slurm = _slurm()
     return {
         "mbridge_launch": __version__,
         "python": platform.python_version(),
         "megatron_bridge_catalogs": available_versions(),
-        "libraries": {name: _library_version(name) for name in LIBRARIES},
-        "slurm": _slurm_version(),
+        "libraries": {name: library_version(name) for name in LIBRARIES},
+        # the version (None when Slurm cannot be asked) and, in slurm_state, why not
+        "slurm": slurm["controller_version"] or slurm["client_version"],
+        "slurm_state": slurm,
         "executors": executor_names(),
         "gpu_types": known_hardware(),
         "goals": list(GOALS),
@@ -75,7 +71,12 @@ def run(args: argparse.Namespace) -> int:
     print(t("versions.catalogs", versions=", ".join(info["megatron_bridge_catalogs"])))
     for name, version in info["libraries"].items():
         print(f"  {name}: {version or missing}")
-    print(t("versions.slurm", version=info["slurm"] or missing))
+    if info["slurm_state"]["state"] == "ok":
+        print(t("versions.slurm", version=info["slurm"]))
+    else:  # not "?": the reason in words (not installed, no slurm.conf, controller unreachable)
+        from mbridge_launch.cli.commands.doctor import slurm_line
+
+        print(slurm_line(info["slurm_state"]))
     print(t("versions.supported", executors=", ".join(info["executors"]), gpus=", ".join(info["gpu_types"]),
             goals=", ".join(info["goals"]), precisions=", ".join(info["precisions"])))
     return 0

@@ -50,10 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.i18n import current_lang
     from mbridge_launch.base.output import print_json
     from mbridge_launch.cli.commands.logs import poll_seconds
+    from mbridge_launch.gate.retry import auto_retry
     from mbridge_launch.gate.submit import auto_resubmit
     from mbridge_launch.runs.operations import open_ledger
+    from mbridge_launch.runs.run_diagnosis import diagnose_run
     from mbridge_launch.watch.watcher import Terminated, Watcher
 
     poll_seconds(args.poll)
@@ -63,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         if not act:
             print(t_line("warning.prefix", message=t_line("watch.not_enabled", run=record.name)), file=sys.stderr)
         resubmit = None if args.no_resubmit else functools.partial(auto_resubmit, start_watcher=args.in_job)
-        watcher = Watcher(ledger, resubmit=resubmit, act=act, max_rollbacks=args.max_rollbacks, poll_s=args.poll,
+        retry = None if args.no_resubmit else functools.partial(auto_retry, start_watcher=args.in_job)
+        watcher = Watcher(ledger, resubmit=resubmit, retry=retry, diagnose=diagnose_run, act=act,
+                          max_rollbacks=args.max_rollbacks, poll_s=args.poll,
                           refresh_s=max(args.poll * (6 if args.in_job else 1), 2.0), follow_resubmissions=not args.in_job,
                           act_on_cancelled=not args.in_job, lock_wait_s=LOCK_WAIT_S if args.in_job else 0.0)
         if not args.in_job:
@@ -78,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
                 signal.signal(signal.SIGTERM, previous)
     if args.format == "json":
         print_json({"outcome": result.outcome, "run": result.run.summary(),
-                    "trigger": result.trigger.as_dict() if result.trigger else None, "rollbacks": result.rollbacks})
+                    "trigger": result.trigger.as_dict() if result.trigger else None, "rollbacks": result.rollbacks,
+                    "diagnosis": result.diagnosis.as_json(current_lang()) if result.diagnosis else None})
     elif result.outcome == "finished":
         print(t_line("watch.finished", run=result.run.name, id=result.run.id, state=result.run.state))
     elif result.outcome == "rolled_back":
@@ -87,8 +93,11 @@ def run(args: argparse.Namespace) -> int:
         print(t_line("watch.resubmitted_handover", run=result.run.name, id=result.run.id))
     elif result.outcome == "cancelled":
         print(t_line("watch.handled_cancelled", run=result.run.name, id=result.run.id))
+    elif result.outcome == "not_retried":
+        print(t_line("watch.not_retried_outcome", run=result.run.name, id=result.run.id,
+                     cause=result.diagnosis.cause if result.diagnosis else "?"))
     if args.in_job:  # the watcher job did its job unless it had to stop short
-        return 0 if result.outcome in ("finished", "resubmitted", "cancelled") else 1
+        return 0 if result.outcome in ("finished", "resubmitted", "cancelled", "not_retried") else 1
     return 0 if result.outcome == "finished" and result.run.state == "completed" else 1
 
 
