@@ -43,6 +43,16 @@ class Feature:
     source: str
 
 
+def installed_version(distribution: str) -> str | None:
+    """An installed distribution's version from its metadata (nothing is imported); None when absent."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def version_tuple(text: str) -> tuple[int, ...] | None:
     """`3.11.7` -> (3, 11, 7); `0.6.2rc1` -> (0, 6, 2); None when there is no number."""
     match = _NUMERIC.search(text or "")

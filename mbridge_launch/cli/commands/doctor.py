@@ -70,13 +70,12 @@ def collect(env: dict[str, str] | None = None) -> dict[str, Any]:
     import platform
 
     from mbridge_launch import __version__
-    from mbridge_launch.cli.commands.versions import library_version
     from mbridge_launch.knowledge.catalog import available_versions
-    from mbridge_launch.knowledge.compatibility import pyxis_options
+    from mbridge_launch.knowledge.compatibility import installed_version, pyxis_options
     from mbridge_launch.preflight.cluster_survey import probe_slurm, survey_cluster
     from mbridge_launch.preflight.slurm import SlurmClient
 
-    libraries = {name: library_version(name) for name in _LIBRARIES}
+    libraries = {name: installed_version(name) for name in _LIBRARIES}
     components = [_judge("python", "python", platform.python_version())]
     catalogs = available_versions()
     components += [_judge("megatron_bridge", "megatron_bridge (catalog)", v) for v in catalogs]

@@ -15,16 +15,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def library_version(name: str) -> str | None:
-    """An installed distribution's version from its metadata (no import); None when absent."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def _slurm() -> dict:
     """Whether Slurm can be asked, with its version: the probe `doctor` uses."""
     from mbridge_launch.preflight.cluster_survey import probe_slurm
@@ -39,6 +29,7 @@ def collect() -> dict:
     from mbridge_launch import __version__
     from mbridge_launch.executors import executor_names
     from mbridge_launch.knowledge.catalog import available_versions
+    from mbridge_launch.knowledge.compatibility import installed_version
     from mbridge_launch.knowledge.hardware import known_hardware
     from mbridge_launch.knowledge.vocabulary import GOALS, PRECISIONS
 
@@ -47,7 +38,7 @@ def collect() -> dict:
         "mbridge_launch": __version__,
         "python": platform.python_version(),
         "megatron_bridge_catalogs": available_versions(),
-        "libraries": {name: library_version(name) for name in LIBRARIES},
+        "libraries": {name: installed_version(name) for name in LIBRARIES},
         # the version (None when Slurm cannot be asked) and, in slurm_state, why not
         "slurm": slurm["controller_version"] or slurm["client_version"],
         "slurm_state": slurm,
