@@ -4,6 +4,7 @@ and the auto-rollback watcher (through the gate)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Optional
 
 from mbridge_launch.base.i18n import msg
@@ -54,6 +55,9 @@ def auto_rollback_plan(plan: Plan, to_iter: int, trigger: Any) -> Plan:
 
 
 EXCLUDE_OPTION = "--exclude"
+# A node name (or Slurm host list such as h100-[1-2]) as sbatch --exclude takes it. Node names
+# come from a diagnosis, i.e. from log text anyone's job can print: anything else is left out.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-\[\],]{0,127}")
 
 
 def excluding_nodes_plan(plan: Plan, nodes: Iterable[str]) -> Plan:
@@ -81,7 +85,7 @@ def excluding_nodes_plan(plan: Plan, nodes: Iterable[str]) -> Plan:
             kept.append(arg)
         i += 1
     for node in nodes:
-        if node and node not in excluded:
+        if node and NODE_NAME.fullmatch(node) and node not in excluded:
             excluded.append(node)
     if excluded:
         kept.append(f"{EXCLUDE_OPTION}={','.join(excluded)}")

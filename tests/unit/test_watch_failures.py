@@ -171,3 +171,9 @@ def test_a_save_dir_outside_the_policys_rollback_dirs_is_not_touched(h, tmp_path
     run = h.start(state="RUNNING", losses=["5.0E+00"] * 12 + ["nan"])
     result = h.watcher(diagnosis("nan_loss"), policy=policy).watch(run)
     assert result.outcome == "not_allowed" and not h.cancelled and not h.ledger.rollbacks(run_ids=[run.id])
+
+
+def test_a_node_name_from_log_text_that_is_not_a_host_name_is_not_excluded():
+    plan = with_changes(single_node_h100(), cluster={"sbatch_args": []})
+    odd = excluding_nodes_plan(plan, ["h100-1; rm -rf ~", "$(id)", "", "h100-[2-3]"])
+    assert odd.cluster.sbatch_args == ["--exclude=h100-[2-3]"]
