@@ -5,7 +5,9 @@ plus the ranking term: the published layout ahead of the alternatives) and print
     python benchmarks/fit_constants.py [--write] [--iters N] [--fresh]
 
 The fit starts from the physical defaults of Calibration (and perturbations of them) and, unless
---fresh, also refines the committed constants; the lowest objective wins. The objective is flat
+--fresh, also refines the committed constants (projected into their ranges first); the lowest
+objective wins. Every constant stays inside its physical range (throughput.BOUNDS); those the
+rows press against a bound are printed. The objective is flat
 near its minimum (fits whose objectives differ by 0.2% rank a few near-tie rows differently), so
 Nelder-Mead from the defaults alone can stop short of a point it has already reached once.
 """
@@ -24,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import ROOT, load_rows  # noqa: E402
 from fitting import RESTARTS, fit_ranked, objective, predict, prepared, rank_problems  # noqa: E402
-from mbridge_launch.planner.throughput import CAL, Calibration  # noqa: E402
+from mbridge_launch.planner.throughput import BOUNDS, CAL, Calibration, constant  # noqa: E402
 
 TARGET = ROOT / "mbridge_launch" / "planner" / "throughput.py"
 
@@ -43,6 +45,19 @@ def render(cal) -> str:
         else:
             lines.append(f"    {f.name}={num(value)},")
     return "\n".join([*lines, ")"])
+
+
+def at_bounds(cal: Calibration, share: float = 0.01) -> list[str]:
+    """The fitted constants within `share` of their range of a bound, as "name=value (low|high)"."""
+    out = []
+    for name, b in BOUNDS.items():
+        if not b.fitted:
+            continue
+        v = constant(cal, name)
+        edge = b.high - b.low
+        if v <= b.low + share * edge or v >= b.high - share * edge:
+            out.append(f"{name}={v:.4g} ({'low' if v <= b.low + share * edge else 'high'})")
+    return out
 
 
 def main() -> int:
@@ -70,6 +85,10 @@ def main() -> int:
     errors = [abs(predict(r, L, cal) / r.tokens_per_sec - 1) for r, L in items]
     text = render(cal)
     print(text)
+    pressed = at_bounds(cal)
+    if pressed:
+        # the rows push these against physics: the model lacks something there, the rows do not win
+        print("# at their physical bound (throughput.BOUNDS): " + ", ".join(pressed))
     print(f"# fitted on {len(items)} rows in {time.time() - start:.0f} s: median |error| "
           f"{statistics.median(errors):.1%}, within 15%: {sum(e <= 0.15 for e in errors) / len(errors):.0%}")
     if args.write:

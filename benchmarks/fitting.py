@@ -1,5 +1,6 @@
 """Fit the throughput model's constants (mbridge_launch.planner.throughput.Calibration) on
-published benchmark rows: a bounded Nelder-Mead search over a robust log-error loss.
+published benchmark rows: a Nelder-Mead search over a robust log-error loss, every constant
+held inside its physical range (throughput.BOUNDS) by a sigmoid reparametrisation.
 
 Pure Python on purpose (the project does not depend on numpy/scipy). Used by fit_constants.py
 (fit on every row, write the constants) and accuracy.py (refit without a system or a model).
@@ -13,9 +14,7 @@ from typing import Callable, Sequence
 
 from calibration_rows import GRAD_BYTES, Row, with_fitting_recompute
 from mbridge_launch.planner.search import utility
-from mbridge_launch.planner.throughput import CAL, Calibration, estimate_step
-
-MAX_EFF = 0.95  # no efficiency may reach the peak
+from mbridge_launch.planner.throughput import BOUNDS, CAL, Bound, Calibration, estimate_step, out_of_bounds
 
 
 def _sig(x: float) -> float:
@@ -27,24 +26,36 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-# name, getter, setter, to-internal, from-internal
-def _bounded(upper: float):
-    return (lambda v: _logit(v / upper)), (lambda x: upper * _sig(x))
+# Where a start value outside (or on) its range is put before the fit: this share of the range
+# inside the nearer bound (a logit at the very bound has no slope for the search to follow)
+_START_MARGIN = 0.02
 
 
-_LOG = ((lambda v: math.log(max(v, 1e-12))), (lambda x: math.exp(max(min(x, 50.0), -50.0))))
-_EFF = _bounded(MAX_EFF)
-_FRAC = _bounded(1.0)
+def _bounded(b: Bound) -> tuple[Callable[[float], float], Callable[[float], float]]:
+    """(to internal, from internal) for a constant of range `b`: a sigmoid into [low, high], in
+    the log of the value when the range spans more than a decade (latencies, token counts), so
+    every internal value is a physical constant and the fit cannot leave the range (bounded
+    optimisation by reparametrisation: the project has no scipy)."""
+    log = b.low > 0 and b.high / b.low > 10.0
+    lo, hi = (math.log(b.low), math.log(b.high)) if log else (b.low, b.high)
 
-PARAMS: list[tuple[str, tuple[Callable, Callable]]] = [
-    ("gemm_eff.bf16", _EFF), ("gemm_eff.fp8", _EFF), ("gemm_eff.fp8mx", _EFF), ("gemm_eff.nvfp4", _EFF),
-    ("attn_eff", _EFF), ("attn_half_tokens", _LOG), ("exp_share", _FRAC), ("moe_eff", _EFF), ("moe_lowp_gain", _LOG),
-    ("moe_half_tokens", _LOG), ("elementwise", _LOG), ("generation.hopper", _LOG), ("generation.blackwell_ultra", _LOG),
-    ("layer_latency_s", _LOG), ("moe_sync_s", _LOG),
-    ("tp_exposed", _FRAC), ("cp_exposed", _FRAC), ("ep_exposed", _FRAC), ("dp_exposed", _FRAC),
-    ("fsdp_exposed", _FRAC), ("p2p_latency_s", _LOG), ("ring_step_s", _LOG),
-    ("host_latency.grace", _LOG),
-]
+    def fwd(v: float) -> float:
+        u = math.log(max(v, 1e-300)) if log else v
+        share = (u - lo) / (hi - lo)
+        if not 0.0 < share < 1.0:  # outside or on a bound: start just inside it
+            share = min(max(share, _START_MARGIN), 1.0 - _START_MARGIN)
+        return _logit(share)
+
+    def back(x: float) -> float:
+        u = lo + (hi - lo) * _sig(x)
+        v = math.exp(u) if log else u
+        return min(max(v, b.low), b.high)  # rounding of exp/log never leaves the range
+
+    return fwd, back
+
+
+# every constant BOUNDS marks fitted, in BOUNDS' order; the others (references) keep their value
+PARAMS: list[tuple[str, tuple[Callable, Callable]]] = [(name, _bounded(b)) for name, b in BOUNDS.items() if b.fitted]
 
 
 _DICTS = ("gemm_eff", "generation", "host_latency")
@@ -53,16 +64,17 @@ _DICTS = ("gemm_eff", "generation", "host_latency")
 # Physical priors (centre, spread of the log): datasheet-style GEMM efficiencies, flash
 # attention efficiency, launch latencies, ... A constant that strays one spread from its centre
 # costs as much as one row mispredicted by DELTA. They keep the fit physical when the rows cannot
-# tell two constants apart, which is what makes it generalise to unseen systems and models.
+# tell two constants apart, which is what makes it generalise to unseen systems and models; the
+# hard ranges are BOUNDS (every centre lies inside its range).
 PRIORS: dict[str, tuple[float, float]] = {
     "gemm_eff.bf16": (0.75, 0.08), "gemm_eff.fp8": (0.65, 0.2), "gemm_eff.fp8mx": (0.62, 0.2),
     "gemm_eff.nvfp4": (0.50, 0.3), "attn_eff": (0.45, 0.3), "attn_half_tokens": (256.0, 0.7), "exp_share": (0.3, 0.7),
     "moe_eff": (0.6, 0.4), "moe_lowp_gain": (1.4, 0.3), "moe_half_tokens": (1500.0, 0.7),
-    "elementwise": (1.5, 0.5), "generation.hopper": (1.0, 0.1), "generation.blackwell_ultra": (1.1, 0.1),
-    "layer_latency_s": (1e-3, 1.0), "moe_sync_s": (5e-4, 1.0), "tp_exposed": (0.3, 0.7),
+    "elementwise": (1.3, 0.5), "generation.hopper": (0.95, 0.1), "generation.blackwell_ultra": (0.95, 0.1),
+    "layer_latency_s": (2e-4, 1.0), "moe_sync_s": (5e-4, 1.0), "tp_exposed": (0.3, 0.7),
     "cp_exposed": (0.3, 0.7), "ep_exposed": (0.4, 0.7), "dp_exposed": (0.2, 1.0),
     "fsdp_exposed": (0.3, 0.7), "p2p_latency_s": (5e-5, 1.0),
-    "ring_step_s": (1e-5, 1.0), "host_latency.grace": (1.0, 0.5),
+    "ring_step_s": (1e-5, 1.0), "host_latency.grace": (0.8, 0.5),
 }
 DELTA = 0.06
 # The published rows run every dense model in FP8/FP4 and only MoE models in BF16, so they cannot
@@ -169,7 +181,16 @@ def fit(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, iters: i
         if best - value < 1e-7:
             break
         best = value
-    return from_vector(x)
+    return physical(from_vector(x))
+
+
+def physical(cal: Calibration) -> Calibration:
+    """`cal`, after checking that every constant lies in its physical range (BOUNDS): a fit
+    outside it is a bug of the fit, never a result to write."""
+    bad = out_of_bounds(cal)
+    if bad:
+        raise ValueError("fitted constants outside their physical range: " + "; ".join(bad))
+    return cal
 
 
 # ---------------------------------------------------------------------- ranking term
@@ -300,4 +321,4 @@ def fit_ranked(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, i
         value = objective(items, problems, cal) if restarts > 1 else 0.0
         if best is None or value < best[0]:
             best = (value, cal)
-    return best[1]
+    return physical(best[1])

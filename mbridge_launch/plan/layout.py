@@ -64,11 +64,46 @@ def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bo
         hierarchical_cp=int_list_override(plan, "model.hierarchical_context_parallel_sizes"),
         in_batch_packing=is_true(plan_override(plan, "dataset.enable_in_batch_packing")),
         recompute_layers=recompute_layers if p.recompute == "full" else None,
+        recompute_modules=_recompute_modules(plan, recipe_features) if p.recompute == "selective" else None,
+        fp8_param_gather=_fp8_param_gather(plan, recipe_features),
+        moe_dispatcher=_moe_dispatcher(plan, recipe_features),
         packing=packing,
         cpu_offload=is_true(plan_override(plan, "model.cpu_offloading")),
         uneven_pp=split.uneven,  # null (or not a number: reported) is the even split
         split=split,
     )
+
+
+def _recompute_modules(plan: Plan, recipe_features: Optional[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The selective modules the run gets: the Plan's override, the recipe's, else Megatron's default."""
+    from mbridge_launch.planner.recompute import MEGATRON_DEFAULT, OVERRIDE_KEY, parse_modules
+
+    found = parse_modules(plan_override(plan, OVERRIDE_KEY))
+    if found is None:
+        found = parse_modules((recipe_features or {}).get("recompute_modules"))
+    return MEGATRON_DEFAULT if found is None else found
+
+
+def _fp8_param_gather(plan: Plan, recipe_features: Optional[Mapping[str, Any]]) -> Optional[bool]:
+    for key in ("mixed_precision.fp8_param_gather", "mixed_precision.fp8_param", "model.fp8_param_gather",
+                "model.fp8_param"):
+        text = plan_override(plan, key)
+        if text is not None:
+            return is_true(text)
+    value = (recipe_features or {}).get("fp8_param_gather")
+    return None if value is None else bool(value) and str(value).lower() not in ("false", "0", "no")
+
+
+def _moe_dispatcher(plan: Plan, recipe_features: Optional[Mapping[str, Any]]) -> Optional[str]:
+    features = recipe_features or {}
+    kind = plan_override(plan, "model.moe_token_dispatcher_type") or features.get("moe_token_dispatcher_type")
+    if not kind:
+        return None
+    kind = str(kind).strip().lower()
+    if kind != "flex":
+        return kind
+    backend = plan_override(plan, "model.moe_flex_dispatcher_backend") or features.get("moe_flex_dispatcher_backend")
+    return str(backend).strip().lower() if backend else "deepep"
 
 
 def parallelism_of(layout: Layout) -> Parallelism:

@@ -168,3 +168,37 @@ def megatron_fsdp(recipe: Any, overrides: dict[str, str]) -> bool:
 def overlap_grad_reduce(recipe: Any, overrides: dict[str, str]) -> Setting:
     found = setting(recipe, overrides, ("ddp.overlap_grad_reduce",))
     return Setting(is_on(found.value), found.by_user)
+
+
+def recompute_modules(recipe: Any, overrides: dict[str, str]) -> tuple[str, ...] | None:
+    """The selective-recompute modules the run gets: the override's or the recipe's list, Megatron
+    Core's default ["core_attn"] when neither sets one; None unless recompute is selective."""
+    from mbridge_launch.planner.recompute import MEGATRON_DEFAULT, OVERRIDE_KEY, parse_modules
+
+    if recompute(recipe, overrides) != "selective":
+        return None
+    found = parse_modules(setting(recipe, overrides, (OVERRIDE_KEY,)).value)
+    return MEGATRON_DEFAULT if found is None else found
+
+
+def fp8_param_gather(recipe: Any, overrides: dict[str, str]) -> bool | None:
+    """mixed_precision.fp8_param_gather (or fp8_param, kept in sync by Bridge) when the override or
+    the recipe sets it; None: the mixed-precision recipe's default (planner.memory)."""
+    found = setting(recipe, overrides, ("mixed_precision.fp8_param_gather", "mixed_precision.fp8_param",
+                                         "model.fp8_param_gather", "model.fp8_param")).value
+    if found is None:
+        found = (getattr(recipe, "features", None) or {}).get("fp8_param_gather")
+    return None if found is None else is_on(found)
+
+
+def moe_dispatcher(recipe: Any, overrides: dict[str, str]) -> str | None:
+    """The MoE token dispatcher: alltoall / allgather, or the flex dispatcher's backend (deepep,
+    hybridep); None when unset (Megatron's default)."""
+    kind = setting(recipe, overrides, ("model.moe_token_dispatcher_type",)).value
+    if kind is None:
+        return None
+    kind = str(kind).strip().lower()
+    if kind == "flex":
+        backend = setting(recipe, overrides, ("model.moe_flex_dispatcher_backend",)).value
+        return str(backend).strip().lower() if backend else "deepep"
+    return kind

@@ -4,7 +4,8 @@ Units are GiB (2^30 bytes): the HBM sizes of catalog/hardware.yaml are close to 
 reports in GiB. Components:
 
 - weights: bf16 parameters of the stage held by this GPU (dense parts / TP, experts / (EP x ETP));
-  FP8/FP4 training keeps a low-precision copy of the linear weights too (+1 byte per parameter).
+  FP8 training with fp8_param_gather keeps fp8 weights and their transpose instead (2 bytes),
+  NVFP4 fp4 ones (WEIGHT_BYTES).
 - gradients: fp32 main gradients, 4 bytes per trained parameter (Megatron's mixed precision); 2 bytes when
   gradients are reduced in bf16 (ddp.grad_reduce_in_fp32=false, as the benchmark recipes run).
 - optimizer: fp32 master weights + Adam moments, 12 bytes per trained parameter, sharded over
@@ -13,8 +14,13 @@ reports in GiB. Components:
 - activations: Korthikanti et al. (2022) per layer, redone for flash attention (no s^2 term),
   GQA, SwiGLU, MLA, MoE routed tokens and Mamba mixers; divided by TP with SP and by CP;
   times the micro-batches in flight at the first stage (1F1B: PP; interleaved: the Megatron
-  warm-up count); selective recompute drops the layer-norm outputs and activation-function
-  outputs, full recompute keeps only each layer's input plus one layer's working set.
+  warm-up count); selective recompute drops what its `recompute_modules` drop (planner.recompute:
+  the Plan's list, Megatron's default ["core_attn"] when it sets none, or the planner's own choice),
+  full recompute keeps only each layer's input plus one layer's working set.
+- fp8_copies: with FP8 training and mixed_precision.fp8_param_gather off, the bf16 weights plus
+  the fp8 copy (row-wise and column-wise) Transformer Engine keeps of every linear weight.
+- dispatcher: the MoE token dispatcher's buffers (DeepEP / HybridEP registered buffers, the
+  all-to-all permutation buffer), on stages holding MoE layers.
 - logits: the LM head's logits and their fp32 softmax on the last stage (per MTP head too).
 - allowance: CUDA context, cuBLAS/TE workspaces and NCCL buffers (ALLOWANCE_GIB) plus allocator
   fragmentation (FRAGMENTATION of the rest).
@@ -31,7 +37,8 @@ from functools import lru_cache
 from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.knowledge.vocabulary import recipe_task
 from mbridge_launch.planner.pipeline_split import EVEN, mtp_layers, split_of
-from mbridge_launch.planner.rules import Layout, recompute_share
+from mbridge_launch.planner.recompute import Dropped, dropped, effective_modules
+from mbridge_launch.planner.rules import Layout, evolve, recompute_share
 
 GIB = float(2**30)
 ALLOWANCE_GIB = 3.0  # CUDA context ~0.6, workspaces ~0.5, NCCL communicators/buffers ~1.5-2
@@ -52,10 +59,13 @@ class MemoryBreakdown:
     allowance: float
     stage: str  # "first", "last" or "only": the stage the figures describe
     hbm_gb: float | None = None
+    fp8_copies: float = 0.0  # fp8 weight copies beside bf16 weights (fp8_param_gather off)
+    dispatcher: float = 0.0  # MoE token dispatcher buffers
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.logits + self.allowance
+        return (self.weights + self.gradients + self.optimizer + self.activations + self.logits + self.allowance
+                + self.fp8_copies + self.dispatcher)
 
     @property
     def fits(self) -> bool:
@@ -65,7 +75,9 @@ class MemoryBreakdown:
         return {
             "weights": round(self.weights, 2), "gradients": round(self.gradients, 2),
             "optimizer": round(self.optimizer, 2), "activations": round(self.activations, 2),
-            "logits": round(self.logits, 2), "allowance": round(self.allowance, 2), "total": round(self.total, 2),
+            "logits": round(self.logits, 2), "allowance": round(self.allowance, 2),
+            "fp8_copies": round(self.fp8_copies, 2), "dispatcher": round(self.dispatcher, 2),
+            "total": round(self.total, 2),
         }
 
 
@@ -109,13 +121,15 @@ def _layer_params(arch: ModelArch, kind: str, layout: Layout) -> tuple[float, fl
     return attn + shared / tp, routed / (layout.ep * layout.etp_size)
 
 
-def _act_bytes_per_token(arch: ModelArch, kind: str, layout: Layout, gemm_bytes: float) -> tuple[float, float]:
+def _act_bytes_per_token(arch: ModelArch, kind: str, layout: Layout, gemm_bytes: float,
+                         drop: Dropped | None = None) -> tuple[float, float]:
     """Activation bytes one token leaves behind in one layer: (layer-norm/residual part, which
-    only sequence parallelism splits; part that tensor parallelism splits)."""
+    only sequence parallelism splits; part that tensor parallelism splits). `drop`: what the
+    selective recompute modules recompute instead of keeping (planner.recompute.dropped)."""
+    drop = drop or Dropped()
     a, f = 2.0, gemm_bytes
     h = arch.hidden_size
-    selective = layout.recompute == "selective"
-    norm = a * h + (0.0 if selective else f * h)  # layer-norm input (+ its output, the GEMM input)
+    norm = a * h + f * h  # layer-norm input + its output (the GEMM input)
     if kind == "M":
         mamba = arch.mamba
         heads = mamba.num_heads or (2 * h // (mamba.head_dim or 64))
@@ -124,36 +138,43 @@ def _act_bytes_per_token(arch: ModelArch, kind: str, layout: Layout, gemm_bytes:
         return norm, a * (2 * d_in + 2 * gn + heads) + a * (d_in + 2 * gn) + 2 * a * d_in + f * d_in
     norms = split = 0.0
     if kind == "*" or not arch.is_hybrid:  # a transformer layer's attention block
-        norms += norm
         mla = arch.mla
+        # "layernorm" drops the input norm's output only where the norm is its own module (MLA)
+        norms += a * h + (0.0 if drop.attn_norm_out else f * h)
         if mla is not None:
             n = arch.num_attention_heads
             qk = (mla.qk_head_dim or 0) + (mla.qk_pos_emb_head_dim or 0)
             v = mla.v_head_dim or 0
             latent = (mla.q_lora_rank or 0) + mla.kv_lora_rank + (mla.qk_pos_emb_head_dim or 0)
-            # compressed latents, then Q, K, V expanded by the up-projections (recomputed by
-            # selective recompute, "mla_up_proj"), attention output
-            up = 0.0 if selective else a * n * (2 * qk + v)
+            # compressed latents, then Q, K, V expanded by the up-projections ("mla_up_proj"
+            # recomputes them), attention output
+            up = 0.0 if drop.mla_up else a * n * (2 * qk + v)
             split += a * latent + up + a * n * v
         else:
             nd = arch.num_attention_heads * arch.head_dim
             gd = arch.kv_groups * arch.head_dim
             split += a * (nd + 2 * gd) + a * nd
     m = 2 if arch.gated_linear_unit else 1
-    act_out = 0.0 if selective else 1.0
     if kind == "-":
-        ffn = arch.ffn_hidden_size or 0
-        norms += norm
-        split += a * m * ffn + f * ffn * act_out
+        ffn = float(arch.ffn_hidden_size or 0)
+        if drop.mlp:
+            norms += a * h  # "mlp" keeps only the MLP's input
+        else:
+            norms += norm
+            split += a * m * ffn + f * ffn
     elif kind == "E":
+        if drop.moe:
+            return norms + a * h, split  # "moe" keeps only the MoE block's input
         k = arch.moe_router_topk or 1
         ffn = arch.expert_ffn / layout.etp_size
         shared = arch.moe_shared_expert_intermediate_size or 0
-        norms += norm
-        split += a * m * shared + f * shared * act_out
+        # the MoE pre_mlp_layernorm is its own module: "layernorm" drops its output
+        norms += a * h + (0.0 if drop.moe_norm_out else f * h)
+        if not drop.shared_experts:
+            split += a * m * shared + f * shared
         # routed copies (expert GEMM inputs, fc1 outputs, activation outputs); tokens are
         # sequence-sharded across TP ranks before dispatch
-        split += k * (f * h + a * m * ffn + f * ffn * act_out)
+        split += k * (f * h + a * m * ffn + (0.0 if drop.moe_act else f * ffn))
     return norms, split
 
 
@@ -187,6 +208,57 @@ def _model(arch: ModelArch, precision: str, goal: str, grad_bytes: float = GRAD_
 # backward GEMMs: 2 x (0.5 + 1/16) bytes. (The fp32 master copy is optimizer state: OPTIM_BYTES.)
 WEIGHT_BYTES = {"nvfp4": 2 * (0.5 + 1 / 16)}
 
+# Megatron Bridge 0.6.2 training/mixed_precision.py: the fp8 recipes the --precision names select
+# gather fp8 parameters (fp8_param_gather=True: the fp8 weights are the primary copy) except the
+# sub-channel (blockwise) one, which keeps bf16 weights.
+FP8_PARAM_GATHER_DEFAULT = {"fp8ds": True, "fp8cs": True, "fp8mx": True, "fp8sc": False}
+# Bytes per linear-weight parameter of the fp8 copy TE keeps beside bf16 weights: row-wise and
+# column-wise (transposed) fp8 data, plus MXFP8's one E8M0 scale per 32 values in each.
+FP8_COPY_BYTES = {"fp8mx": 2 * (1 + 1 / 32)}
+FP8_COPY_BYTES_DEFAULT = 2.0
+
+# MoE dispatcher buffers. DeepEP (Megatron Core 0.19 transformer/moe/fused_a2a.get_buffer): one
+# Buffer sized by DeepEP's Config size hints for hidden_bytes = hidden x 2 (bf16): NVLink part
+# about channels x NVLink ranks x chunked receive tokens x hidden_bytes, RDMA part (EP beyond one
+# node) channels x RDMA ranks x chunked receive tokens x hidden_bytes x 2 (send and receive),
+# with channels = SMs / 2 (Megatron's moe_deepep_num_sms default 20) and DeepEP's default
+# normal-kernel configs (256 NVLink, 128 RDMA chunked receive tokens). An approximation of
+# deep_ep/csrc/config.hpp's get_nvl_buffer_size_hint/get_rdma_buffer_size_hint (their small
+# per-channel head/tail counters are left out).
+DEEPEP_CHANNELS = 10
+DEEPEP_NVL_RECV_TOKENS = 256
+DEEPEP_RDMA_RECV_TOKENS = 128
+NVLINK_DOMAIN_DEFAULT = 8
+
+
+def dispatcher_bytes(arch: ModelArch, L: Layout) -> float:
+    """Bytes per GPU of the MoE token dispatcher's buffers (0 without MoE layers).
+    - deepep: DeepEP's registered NVLink/RDMA buffers (above);
+    - hybridep: HybridEP's buffers (fused_a2a.init_hybrid_ep_buffer: max_num_of_tokens_per_rank =
+      this rank's tokens, hidden_dim): receive buffers for dispatch and combine sized for every
+      token of the NVLink domain's ranks, 2 x ranks x tokens x hidden x 2 bytes;
+    - alltoall/allgather: the permuted copy of the routed tokens beside the all-to-all output
+      while one layer dispatches, tokens x top-k x hidden x 2 bytes;
+    - unknown (None: the search, which does not know the recipe's): the largest of the three, so
+      that the recipe's own dispatcher never needs more than the planner counted."""
+    if not arch.num_moe_experts:
+        return 0.0
+    if L.moe_dispatcher is None:
+        return max(dispatcher_bytes(arch, evolve(L, moe_dispatcher=kind)) for kind in ("deepep", "hybridep", "alltoall"))
+    h = arch.hidden_size
+    hidden_bytes = 2.0 * h
+    domain = min(L.ep, L.gpus_per_node or NVLINK_DOMAIN_DEFAULT)
+    tokens = L.mbs * L.seq_length / max(L.cp * L.tp, 1)  # sequence-sharded before dispatch
+    kind = L.moe_dispatcher.lower()
+    if kind == "deepep":
+        rdma_ranks = max(L.ep // max(domain, 1), 1)
+        nvl = DEEPEP_CHANNELS * domain * DEEPEP_NVL_RECV_TOKENS * hidden_bytes
+        rdma = DEEPEP_CHANNELS * rdma_ranks * DEEPEP_RDMA_RECV_TOKENS * hidden_bytes * 2 if rdma_ranks > 1 else 0.0
+        return nvl + rdma
+    if kind == "hybridep":
+        return 2.0 * domain * tokens * hidden_bytes
+    return tokens * (arch.moe_router_topk or 1) * hidden_bytes
+
 
 class _MemoryModel:
     """Per (model, precision, goal) caches: stage contents and per-token activation bytes."""
@@ -194,6 +266,7 @@ class _MemoryModel:
     def __init__(self, arch: ModelArch, precision: str, goal: str, grad_bytes: float = GRAD_BYTES) -> None:
         self.arch = arch
         self.grad_bytes = grad_bytes
+        self.precision = precision
         self.low_precision = precision != "bf16"
         self.weight_bytes = WEIGHT_BYTES.get(precision, 2.0)
         self.peft = recipe_task(goal) == "peft"  # lora, dora (or the task name itself)
@@ -228,22 +301,25 @@ class _MemoryModel:
                 dense += arch.mtp_num_layers * (d + 2 * arch.hidden_size * arch.hidden_size / L.tp)
                 expert += arch.mtp_num_layers * e
         adapters = _adapter_params(arch, kinds, L) if self.peft else 0.0
-        hit = (dense, expert, counts, len(kinds), biggest, adapters)
+        embeddings = emb * (int(first) + int(last and not (arch.share_embeddings_and_output_weights and L.pp == 1)))
+        hit = (dense, expert, counts, len(kinds), biggest, adapters, embeddings)
         self._stages[key] = hit
         return hit
 
     def _act(self, kind: str, L: Layout) -> tuple[float, float]:
-        key = (kind, L.recompute, L.etp_size)
+        modules = effective_modules(L, self.arch, self.precision)
+        key = (kind, modules, L.etp_size)
         hit = self._acts.get(key)
         if hit is None:
-            hit = _act_bytes_per_token(self.arch, kind, L, 1.0 if self.low_precision else 2.0)
+            hit = _act_bytes_per_token(self.arch, kind, L, 1.0 if self.low_precision else 2.0,
+                                       dropped(modules, self.arch))
             self._acts[key] = hit
         return hit
 
     def stage(self, L: Layout, first: bool, hbm_gb: float | None) -> MemoryBreakdown:
         arch = self.arch
         tp, cp, pp = L.tp, L.cp, L.pp
-        dense, expert, counts, n_layers, biggest, adapters = self._stage_params(L, first)
+        dense, expert, counts, n_layers, biggest, adapters, embeddings = self._stage_params(L, first)
         last = not first or pp == 1
         # bf16 weights; FP8 runs keep fp8 primary weights (fp8_param_gather) plus the transposed
         # copy the backward GEMMs need (about 2 bytes); NVFP4 runs keep fp4 ones (WEIGHT_BYTES)
@@ -269,6 +345,16 @@ class _MemoryModel:
                 optim = params * OPTIM_BYTES
         if L.cpu_offload:
             optim = 0.0
+        fp8_copies = 0.0
+        gather = L.fp8_param_gather if L.fp8_param_gather is not None else FP8_PARAM_GATHER_DEFAULT.get(self.precision)
+        if gather is False and self.precision.startswith("fp8"):
+            # bf16 primary weights (2 bytes, not the fp8 pair weight_bytes assumed) plus TE's fp8
+            # copy of every linear weight (embeddings and the output layer stay bf16)
+            linear = max(params - embeddings, 0.0)
+            if L.fsdp:
+                linear = max(dense - embeddings, 0.0) / dp_shard + expert / edp_shard
+            fp8_copies = linear * FP8_COPY_BYTES.get(self.precision, FP8_COPY_BYTES_DEFAULT)
+        dispatch = dispatcher_bytes(arch, L) if counts.get("E") else 0.0
 
         tokens = L.mbs * L.seq_length / cp
         split = tp if (L.sp or tp == 1) else 1.0  # without SP, norms and residuals are replicated
@@ -301,12 +387,13 @@ class _MemoryModel:
         if last:
             heads = 1 + (arch.mtp_num_layers if not arch.is_hybrid else 0)
             logits = heads * tokens * arch.padded_vocab(tp) / tp * (2.0 + 4.0)
-        base = weights + grads + optim + activations + logits
+        base = weights + grads + optim + activations + logits + fp8_copies + dispatch
         allowance = ALLOWANCE_GIB * GIB + FRAGMENTATION * base
         stage = "only" if pp == 1 else ("first" if first else "last")
         return MemoryBreakdown(
             weights=weights / GIB, gradients=grads / GIB, optimizer=optim / GIB, activations=activations / GIB,
             logits=logits / GIB, allowance=allowance / GIB, stage=stage, hbm_gb=hbm_gb,
+            fp8_copies=fp8_copies / GIB, dispatcher=dispatch / GIB,
         )
 
 
@@ -332,7 +419,5 @@ def static_memory(arch: ModelArch, layout: Layout, *, precision: str = "bf16", g
                   grad_bytes: float = GRAD_BYTES) -> float:
     """A lower bound (GiB) on the memory of every variant of this grid: micro-batch 1, full
     recompute, no virtual pipeline. The search drops a grid whose bound already exceeds HBM."""
-    from mbridge_launch.planner.rules import evolve
-
     lightest = evolve(layout, mbs=1, recompute="full", vp=None)
     return estimate_memory(arch, lightest, None, precision=precision, goal=goal, grad_bytes=grad_bytes).total

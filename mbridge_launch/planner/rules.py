@@ -72,6 +72,13 @@ class Layout(LayoutFields):
     # the pipeline split (planner.pipeline_split.PipelineSplit); None: even, or the first/last
     # counts above, or (uneven_pp) the best whole-layer split the throughput model assumes
     split: Optional[PipelineSplit] = None
+    # selective recompute's model.recompute_modules (planner.recompute); None: the planner chose
+    # selective and writes planner.recompute.planner_modules
+    recompute_modules: Optional[tuple[str, ...]] = None
+    # mixed_precision.fp8_param_gather; None: the precision's Bridge mixed-precision recipe default
+    fp8_param_gather: Optional[bool] = None
+    # the MoE token dispatcher: alltoall, allgather, deepep or hybridep (flex backends); None: alltoall
+    moe_dispatcher: Optional[str] = None
 
     @property
     def etp_size(self) -> int:

@@ -24,8 +24,10 @@ without interleaving, CAL.tp_exposed of it with VP > 1, which overlaps it), the 
 reduce-scatter / parameter all-gather (hierarchical: NVLink inside a domain, every GPU's NIC
 across; plus CAL.ring_step_s per ring step and bucket) not hidden behind the last micro-batch,
 Megatron-FSDP's per-micro-batch gathers (CAL.fsdp_exposed), and the optimizer step (HBM-bound).
-Every term is a time added to GEMM time at or below peak: no estimate exceeds the peak.
-The constants are fitted by benchmarks/fit_constants.py on the published benchmark rows.
+Every term is a time added to GEMM time at or below peak: no estimate exceeds the peak, and
+an estimate above MFU_CEILING of its precision is clamped to it (StepEstimate.mfu_capped says so).
+The constants are fitted by benchmarks/fit_constants.py on the published benchmark rows, each
+inside its physical range (BOUNDS, declared once below with the reason for each).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from mbridge_launch.base.i18n import t
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.planner.flops import FlopsPerToken, flops_per_token
@@ -69,28 +72,121 @@ class Calibration:
     generation: dict = field(default_factory=lambda: {"hopper": 1.0, "blackwell": 1.0, "blackwell_ultra": 1.0}, hash=False)
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The physical range of one constant of Calibration: the fit (benchmarks/fitting.py) keeps
+    it inside [low, high]; `fitted` False: held at its value (references, link efficiency)."""
+
+    low: float
+    high: float
+    why: str
+    fitted: bool = True
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+# The physical range of every constant of Calibration, declared once ("group.key" for the dict
+# fields). The published rows hold no dense BF16, no H200 and no sequence beyond 8k: unbounded, the
+# fit reached Hopper GEMMs at 91% of peak, Blackwell Ultra attention at 98.6%, a half-saturation of
+# 3,058 tokens, 3.5x the element-wise bytes and 3.8 ms of host time per layer, which then
+# extrapolated to 75% MFU. Sources: NVIDIA's cuBLAS/Transformer Engine GEMM benchmarks and
+# FlashAttention-3 (Shah et al. 2024) for the compute ceilings, NCCL's bus-bandwidth tests and
+# CUDA launch latencies for the rest; where no source pins a figure the reasoning is given.
+BOUNDS: dict[str, Bound] = {
+    # GEMM rate = nominal peak x generation x gemm_eff: large GEMMs of transformer shapes sustain
+    # 60-80% of the dense peak (cuBLAS, BF16 and FP8 alike, each of its own peak); a model-wide
+    # average also holds small and skinny GEMMs, so 0.80 is the top, 0.30 a broken run
+    "gemm_eff.bf16": Bound(0.30, 0.80, "BF16 GEMMs: at most 80% of the dense BF16 peak (cuBLAS, large shapes)"),
+    "gemm_eff.fp8": Bound(0.30, 0.80, "FP8 GEMMs: at most 80% of the dense FP8 peak (same shapes, plus scaling)"),
+    "gemm_eff.fp8mx": Bound(0.30, 0.80, "MXFP8 GEMMs: at most 80% of the FP8 peak (block scales cost more)"),
+    "gemm_eff.nvfp4": Bound(0.20, 0.75, "NVFP4 GEMMs: at most 75% of the FP4 peak (two-level scaling, casts)"),
+    # FlashAttention-3 reaches 740 of 989 TFLOP/s forward on H100 (75%), its backward less; the
+    # faster exp units of Blackwell Ultra speed up the softmax share, never past this ceiling
+    # (step_model caps the effective attention rate at attn_eff's high bound of the BF16 peak)
+    "attn_eff": Bound(0.20, 0.75, "flash attention: at most 75% of the BF16 peak (FlashAttention-3 forward)"),
+    "attn_half_tokens": Bound(64.0, 1024.0, "query tokens per chunk at half speed: tiles are 128 rows; "
+                              "flash attention runs near full speed from a few thousand tokens"),
+    "exp_share": Bound(0.0, 0.5, "softmax share of attention time: exp runs 256x slower than matmul on "
+                       "H100 (FlashAttention-3), about half the cycles at head dim 128 without overlap, not more"),
+    "moe_eff": Bound(0.20, 0.75, "grouped expert GEMMs: below the dense GEMM ceiling (0.80)"),
+    "moe_lowp_gain": Bound(1.0, 2.0, "FP8 grouped GEMMs over BF16: never slower, at most the 2x peak ratio"),
+    "moe_half_tokens": Bound(16.0, 4096.0, "tokens per expert at half speed: a few to a few dozen 128-row tiles"),
+    "elementwise": Bound(1.0, 2.0, "HBM traffic of element-wise work over the counted bytes: the counted "
+                         "reads and writes are the minimum, unfused kernels re-read at most once more"),
+    # a generation's factor scales its nominal peak; gemm_eff is already the best fraction of a
+    # peak any generation sustains, so a factor above 1 would put that generation's GEMMs past
+    # 80% of its own peak (the unbounded fit put Hopper at 1.163 x 0.78 = 91%): at most 1.
+    # Clock and power throttling under dense GEMM load costs a generation at most 30%.
+    "generation.hopper": Bound(0.70, 1.0, "sustained share of the nominal peak relative to Blackwell: at most 1"),
+    "generation.blackwell": Bound(1.0, 1.0, "the reference generation", fitted=False),
+    "generation.blackwell_ultra": Bound(0.70, 1.0, "sustained share of the nominal peak relative to Blackwell: at most 1"),
+    # a layer launches some 30-60 kernels forward and backward at 3-10 us each
+    "layer_latency_s": Bound(1e-5, 1e-3, "host launch time per layer and micro-batch: 0.01-1 ms"),
+    "moe_sync_s": Bound(1e-5, 2e-3, "dropless MoE host sync per layer: the sync plus relaunching one layer's "
+                        "kernels forward and backward (2 x the launch bound)"),
+    "tp_exposed": Bound(0.0, 1.0, "exposed share of TP communication: a fraction"),
+    "cp_exposed": Bound(0.0, 1.0, "exposed share of CP communication: a fraction"),
+    "ep_exposed": Bound(0.0, 1.0, "exposed share of EP communication: a fraction"),
+    "dp_exposed": Bound(0.0, 1.0, "exposed share of data-parallel communication: a fraction"),
+    "fsdp_exposed": Bound(0.0, 1.0, "exposed share of Megatron-FSDP gathers: a fraction"),
+    "p2p_latency_s": Bound(1e-6, 1e-3, "pipeline send/receive latency: microseconds (network round trip + sync)"),
+    "ring_step_s": Bound(1e-6, 2e-4, "one network ring step: NCCL's per-step latency is 5-20 us"),
+    "host_latency.x86": Bound(1.0, 1.0, "the reference host", fitted=False),
+    "host_latency.grace": Bound(0.3, 1.0, "Grace over NVLink-C2C vs x86 over PCIe: never slower, at most ~3x faster"),
+    "link_eff": Bound(0.5, 0.9, "NCCL bus bandwidth over the link rate (nccl-tests: 70-85%)", fitted=False),
+}
+
+
+def constant(cal: Calibration, name: str) -> float:
+    """The value of constant `name` of BOUNDS ("group.key" for the dict fields)."""
+    group, _, key = name.partition(".")
+    value = getattr(cal, group)
+    return float(value[key]) if key else float(value)
+
+
+def out_of_bounds(cal: Calibration) -> list[str]:
+    """The constants of `cal` outside their physical range, as "name=value not in [low, high]"."""
+    bad = []
+    for name, b in BOUNDS.items():
+        v = constant(cal, name)
+        if not b.contains(v):
+            bad.append(f"{name}={v:.4g} not in [{b.low:.4g}, {b.high:.4g}]")
+    return bad
+
+
+# No estimate above this model-FLOPs utilisation of the precision's dense peak. Dense BF16: the
+# best published large-scale runs reach 40-55% (Llama 3 405B 38-43%, MegaScale 55.2% on 175B;
+# NVIDIA's own dense BF16 rows are not in the calibration set), so 60% is generous; no dense BF16
+# estimate above it (issue 17). FP8 (per-tensor, delayed, block, MXFP8) against the FP8 peak: the
+# best published rows reach 51.7% (Llama 3.1 405B, GB300, FP8 current scaling) and 47.9% (MXFP8);
+# attention and the casts stay at BF16 speed, so 55%. NVFP4 against the FP4 peak: 27.3% at best
+# (attention, norms and the unquantised GEMMs run at a quarter of the FP4 rate), so 40%.
+MFU_CEILING: dict[str, float] = {"bf16": 0.60, "fp8": 0.55, "fp8mx": 0.55, "nvfp4": 0.40}
+
+
 # BEGIN FITTED CONSTANTS (written by benchmarks/fit_constants.py --write)
 CAL = Calibration(
-    gemm_eff={"bf16": 0.7823, "fp8": 0.7191, "fp8mx": 0.6384, "nvfp4": 0.44},
-    attn_eff=0.4901,
-    attn_half_tokens=3058,
-    exp_share=0.9488,
-    moe_eff=0.2881,
-    moe_lowp_gain=2.179,
-    moe_half_tokens=276.9,
-    elementwise=3.539,
-    layer_latency_s=0.003782,
-    moe_sync_s=0.001815,
-    tp_exposed=0.7398,
-    cp_exposed=0.3431,
-    ep_exposed=0.2677,
-    dp_exposed=0.3916,
-    fsdp_exposed=0.1817,
-    p2p_latency_s=3.636e-05,
-    ring_step_s=3.967e-05,
+    gemm_eff={"bf16": 0.7841, "fp8": 0.7872, "fp8mx": 0.6595, "nvfp4": 0.4917},
+    attn_eff=0.2265,
+    attn_half_tokens=1012,
+    exp_share=0.4919,
+    moe_eff=0.2659,
+    moe_lowp_gain=1.675,
+    moe_half_tokens=138.3,
+    elementwise=1.958,
+    layer_latency_s=0.0009789,
+    moe_sync_s=0.001965,
+    tp_exposed=0.7357,
+    cp_exposed=0.5328,
+    ep_exposed=0.3308,
+    dp_exposed=0.4207,
+    fsdp_exposed=0.1632,
+    p2p_latency_s=5.425e-05,
+    ring_step_s=2.868e-05,
+    host_latency={"x86": 1, "grace": 0.302},
     link_eff=0.75,
-    generation={"hopper": 1.163, "blackwell": 1, "blackwell_ultra": 1.057},
-    host_latency={"x86": 1, "grace": 0.6076},
+    generation={"hopper": 0.9986, "blackwell": 1, "blackwell_ultra": 0.9999},
 )
 # END FITTED CONSTANTS
 
@@ -106,6 +202,24 @@ class StepEstimate:
     mfu: float
     flops_per_token: float
     breakdown: dict = field(hash=False, default_factory=dict)
+    # True when the model predicted more than MFU_CEILING of the precision and the estimate was
+    # clamped to the ceiling (step time lengthened; breakdown["mfu_ceiling"] holds the added seconds)
+    mfu_capped: bool = False
+
+    @property
+    def mfu_uncapped(self) -> float:
+        """The MFU the model predicts before the ceiling (= mfu when not capped); the renderers
+        show it with message key planner.mfu_capped."""
+        extra = self.breakdown.get("mfu_ceiling", 0.0)
+        return self.mfu * self.step_time_s / (self.step_time_s - extra) if extra else self.mfu
+
+
+def ceiling_note(est: StepEstimate, precision: str, lang: str | None = None) -> str | None:
+    """The card line of a clamped estimate (message planner.mfu_capped), None when not capped."""
+    if not est.mfu_capped:
+        return None
+    key = _EFF_KEY.get(precision, precision)
+    return t("planner.mfu_capped", lang=lang, precision=precision, ceiling=MFU_CEILING[key], mfu=est.mfu_uncapped)
 
 
 @lru_cache(maxsize=256)
@@ -210,7 +324,9 @@ class _StepModel:
         self.peak_bf16 = hw.peak("bf16") * 1e12 * speed
         self.gemm_rate = hw.peak(precision) * 1e12 * speed * cal.gemm_eff[_EFF_KEY[precision]]
         attn_rate = self.peak_bf16 * cal.attn_eff / ((1 - cal.exp_share) + cal.exp_share / hw.attention_exp_speedup)
-        self.attn_rate = min(attn_rate, hw.peak("bf16") * 1e12)
+        # faster exp units speed up the softmax share, never past the physical attention ceiling
+        self.attn_rate = min(attn_rate, hw.peak("bf16") * 1e12 * BOUNDS["attn_eff"].high)
+        self.mfu_ceiling = MFU_CEILING[_EFF_KEY[precision]]
         self.low_precision = precision != "bf16"
         self.elem, _ = _elementwise_bytes(arch, 1.0 if self.low_precision else 2.0)
         counts = arch.layer_counts()
@@ -349,6 +465,12 @@ class _StepModel:
         t_opt = shard * 30.0 / (hw.hbm_tbps * 1e12 * 0.7)
 
         step = t_pipe + t_dp + t_opt
+        # the MFU ceiling: a faster estimate is physics the model does not have; clamp and say so
+        # (a part in 1e9 more, so that rounding never reports a hair above the ceiling)
+        ceiling_step = L.gbs * seq / world * fl.total / (self.mfu_ceiling * self.peak_nominal) * (1 + 1e-9)
+        capped = step < ceiling_step
+        t_ceiling = ceiling_step - step if capped else 0.0
+        step += t_ceiling
         tps = L.gbs * seq / step / world
         tflops = tps * fl.total / 1e12
         breakdown = {
@@ -357,12 +479,15 @@ class _StepModel:
             "pp_bubble": bubble * t_stage, "pp_comm": (m + bubble) * p2p_exposed * t_p2p,
             "dp_comm": t_dp, "optimizer": t_opt,
         }
+        if capped:
+            breakdown["mfu_ceiling"] = t_ceiling
         if pp > 1:  # the per-micro-batch terms above are for the whole model; one stage does 1/PP
             for key in ("gemm", "attention", "moe", "elementwise", "latency", "tp_comm", "cp_comm", "ep_comm"):
                 breakdown[key] *= imbalance / pp
         return StepEstimate(
             step_time_s=step, tokens_per_sec_per_gpu=tps, model_tflops_per_gpu=tflops,
             mfu=tflops * 1e12 / self.peak_nominal, flops_per_token=fl.total, breakdown=breakdown,
+            mfu_capped=capped,
         )
 
 

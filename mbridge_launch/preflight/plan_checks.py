@@ -186,8 +186,15 @@ _PRECISION = re.compile(rf"_({'|'.join(PRECISIONS)})(?:_|$)")
 
 
 def plan_precision(ctx: PreflightContext) -> str:
-    """The training precision: the recipe name's precision token (recipes are named
-    <model>_<task>_<N>gpu_<hw>_<precision>[_variant]_config), else bf16."""
+    """The training precision: the Plan's `mixed_precision=` override (how recommend switches a
+    recipe's precision, plan.settings.MIXED_PRECISION), else the recipe name's precision token
+    (recipes are named <model>_<task>_<N>gpu_<hw>_<precision>[_variant]_config), else bf16."""
+    from mbridge_launch.plan.settings import MIXED_PRECISION
+
+    chosen = ctx.overrides().get("mixed_precision")
+    by_recipe = {name: precision for precision, name in MIXED_PRECISION.items()}
+    if chosen is not None and chosen.strip() in by_recipe:
+        return by_recipe[chosen.strip()]
     match = _PRECISION.search(ctx.plan.recipe.name)
     return match.group(1) if match else "bf16"
 

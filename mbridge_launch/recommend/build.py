@@ -53,6 +53,9 @@ def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = N
                   gbs=recipe.gbs or 1, seq_length=recipe.seq_length or recipe.dataset_seq_length or 4096,
                   world=world, recompute=settings.recompute(recipe, overrides),
                   recompute_layers=settings.recompute_layers(recipe, overrides),
+                  recompute_modules=settings.recompute_modules(recipe, overrides),
+                  fp8_param_gather=settings.fp8_param_gather(recipe, overrides),
+                  moe_dispatcher=settings.moe_dispatcher(recipe, overrides),
                   fsdp=settings.megatron_fsdp(recipe, overrides),
                   packing=bool(settings.offline_packing(recipe, overrides).value),
                   cp_comm_type=(recipe.features or {}).get("cp_comm_type"),
@@ -88,10 +91,15 @@ def _apply_user_layout(layout: Any, request: Request, recipe: Any) -> Any:
     overrides win over the planner's choice too (the planner does not know packing needs MBS=1)."""
     names = {v: k for k, v in LAYOUT_KEYS.items()}
     overrides = {o.path: o.value or "" for o in request.overrides}
-    updates: dict[str, Any] = {"packing": bool(settings.offline_packing(recipe, overrides).value)}
-    if any(k in overrides for k in ("model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers")):
+    updates: dict[str, Any] = {"packing": bool(settings.offline_packing(recipe, overrides).value),
+                               # what the run keeps whatever layout the planner picked (planner.memory)
+                               "fp8_param_gather": settings.fp8_param_gather(recipe, overrides),
+                               "moe_dispatcher": settings.moe_dispatcher(recipe, overrides)}
+    if any(k in overrides for k in ("model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers",
+                                    "model.recompute_modules")):
         updates["recompute"] = settings.recompute(recipe, overrides)
         updates["recompute_layers"] = settings.recompute_layers(recipe, overrides)
+        updates["recompute_modules"] = settings.recompute_modules(recipe, overrides)
     if any(k in overrides for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")):
         updates["fsdp"] = settings.megatron_fsdp(recipe, overrides)
     for o in request.overrides:

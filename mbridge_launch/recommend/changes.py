@@ -16,6 +16,7 @@ from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS, PEFT_GOALS
 from mbridge_launch.plan import settings as S
 from mbridge_launch.plan.changecontrol import CONVERGENCE, classify
 from mbridge_launch.plan.overrides import is_on
+from mbridge_launch.planner.recompute import OVERRIDE_KEY, modules_text, planner_modules
 
 
 @dataclass
@@ -123,7 +124,9 @@ def _recompute_text(level: str) -> Any:
 
 def _record_recompute(rec: Any, before: Any, after: Any, user_keys: set[str]) -> None:
     """A recompute level the memory model needed. Full recompute needs a method and a layer count
-    in Megatron Core; leaving full recompute clears them."""
+    in Megatron Core; leaving full recompute clears them. Selective recompute the planner chose
+    gets the modules the memory model charged (planner.recompute)."""
+    _record_recompute_modules(rec, after, user_keys)
     same_level = before.recompute == after.recompute
     if (same_level and before.recompute_layers == after.recompute_layers) or RECOMPUTE_KEY in user_keys:
         return
@@ -141,6 +144,22 @@ def _record_recompute(rec: Any, before: Any, after: Any, user_keys: set[str]) ->
         old = S.recipe_default(rec.recipe, key)
         if key not in user_keys and old != value:
             rec.changes.append(_change(key, old, value, classify(key).change_class, reason, "resize"))
+
+
+def _record_recompute_modules(rec: Any, after: Any, user_keys: set[str]) -> None:
+    if after.recompute != "selective" or getattr(after, "recompute_modules", None) is not None:
+        return  # not selective, or the recipe's / user's own modules: kept as they are
+    if OVERRIDE_KEY in user_keys or RECOMPUTE_KEY in user_keys:
+        return
+    precision = getattr(rec.request, "precision", None) or getattr(rec.recipe, "precision", None) or "bf16"
+    new = modules_text(planner_modules(rec.arch, precision))
+    old = S.recipe_default(rec.recipe, OVERRIDE_KEY)
+    if old is not None and modules_text(old if isinstance(old, (list, tuple)) else [old]) == new:
+        return
+    cls = classify(OVERRIDE_KEY)
+    reason = msg("change.reason.joined", first=msg("change.reason.recompute_modules"),
+                 second=_resize_reason(rec, after, cls.reason_key))
+    rec.changes.append(_change(OVERRIDE_KEY, old, new, cls.change_class, reason, "resize"))
 
 
 def _record_fsdp(rec: Any, before: Any, after: Any, user_keys: set[str]) -> None:

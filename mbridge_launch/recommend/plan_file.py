@@ -19,20 +19,25 @@ from mbridge_launch.plan.settings import (
     full_recompute_settings,
     override_text,
 )
+from mbridge_launch.planner.recompute import OVERRIDE_KEY, modules_text, planner_modules
 
 # Layout fields always written, then those written only when set (VP, ETP).
 _ALWAYS = ("tp", "pp", "cp", "ep", "sp", "mbs", "gbs")
 _WHEN_SET = ("vp", "etp")
 
 
-def layout_overrides(layout: Any) -> list[str]:
-    """The layout as run_recipe.py KEY=VALUE overrides."""
+def layout_overrides(layout: Any, arch: Any = None, precision: str = "bf16") -> list[str]:
+    """The layout as run_recipe.py KEY=VALUE overrides. Selective recompute the planner chose
+    (no modules of its own) gets the modules the memory model charged (planner.recompute)."""
     items = [f"{LAYOUT_KEYS[attr]}={override_text(getattr(layout, attr))}" for attr in _ALWAYS]
     items += [f"{LAYOUT_KEYS[attr]}={getattr(layout, attr)}" for attr in _WHEN_SET if getattr(layout, attr)]
     if layout.cp > 1 and layout.cp_comm_type:
         items.append(f"model.cp_comm_type={layout.cp_comm_type}")
     if layout.recompute == "selective":
         items.append("model.recompute_granularity=selective")
+        modules = getattr(layout, "recompute_modules", None)
+        if modules is None:
+            items.append(f"{OVERRIDE_KEY}={modules_text(planner_modules(arch, precision))}")
     elif layout.recompute == "full":
         items.append("model.recompute_granularity=full")
         items += [f"{key}={value}" for key, value in full_recompute_settings(layout.recompute_layers).items()]
@@ -53,7 +58,7 @@ def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | No
     from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
 
     layout = candidate.layout
-    overrides = layout_overrides(layout)
+    overrides = layout_overrides(layout, getattr(got, "arch", None), getattr(got, "precision", None) or "bf16")
 
     # --precision is a request field: recommend prefers a recipe in that precision and otherwise
     # records the mixed_precision switch as a convergence change
@@ -63,8 +68,10 @@ def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | No
     rec = recommend(request)
     if getattr(rec.recipe, "kind", "library") != "library":
         raise UserError("planner.plan_no_recipe", model=got.model, goal=got.goal)
-    rec.layout = layout
-    rec.estimate = candidate
+    # the run keeps the recipe's fp8 parameter gathering and MoE dispatcher, which the search did
+    # not know: the Plan's estimate counts what it runs (as preflight recomputes it)
+    rec.estimate = _with_run_settings(candidate, rec.layout, got)
+    rec.layout = rec.estimate.layout
     # the layout reached the recommender as overrides, but the user did not choose it: `plan` did
     chosen = {item.partition("=")[0] for item in overrides}
     for change in rec.changes:
@@ -75,3 +82,24 @@ def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | No
     plan = build_plan(rec, ClusterFlags(name=name))
     written = save_plan(plan, path)
     return written, plan.plan_hash()
+
+
+def _with_run_settings(candidate: Any, recommended: Any, got: Any) -> Any:
+    """The candidate with the recommended layout's run settings (fp8_param_gather, MoE
+    dispatcher) and its memory re-estimated with them; the candidate itself when they change nothing."""
+    from dataclasses import replace
+
+    from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES, estimate_memory
+    from mbridge_launch.planner.rules import evolve
+
+    layout = candidate.layout
+    run = evolve(layout, fp8_param_gather=getattr(recommended, "fp8_param_gather", None),
+                 moe_dispatcher=getattr(recommended, "moe_dispatcher", None))
+    if run == layout or getattr(got, "arch", None) is None:
+        return candidate
+    kwargs = {"precision": got.precision or "bf16", "goal": got.goal}
+    hbm = candidate.memory.hbm_gb
+    # the gradient bytes the search used (plan --bf16-grads), told by its gradient figure
+    grads = min((GRAD_BYTES, BF16_GRAD_BYTES), key=lambda b: abs(
+        estimate_memory(got.arch, layout, hbm, grad_bytes=b, **kwargs).gradients - candidate.memory.gradients))
+    return replace(candidate, layout=run, memory=estimate_memory(got.arch, run, hbm, grad_bytes=grads, **kwargs))

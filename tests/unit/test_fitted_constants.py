@@ -8,13 +8,17 @@ from mbridge_launch.planner.throughput import CAL
 
 
 def test_sustained_gemm_rates_are_plausible_fractions_of_the_peak():
-    # the step model runs GEMMs at peak x min(generation factor, 1 / best efficiency) x efficiency
+    # the step model runs GEMMs at peak x min(generation factor, 1 / best efficiency) x efficiency;
+    # issue 17: at most the GEMM ceiling of throughput.BOUNDS (80% of the peak; was 92%, which let
+    # Hopper BF16 GEMMs reach 91% of the peak through a generation factor of 1.163)
+    from mbridge_launch.planner.throughput import BOUNDS
+
     cap = 1.0 / max(CAL.gemm_eff.values())
     for generation, factor in CAL.generation.items():
         for precision, eff in CAL.gemm_eff.items():
             rate = eff * min(factor, cap)
-            assert 0.35 <= rate <= 0.92, (generation, precision, rate)
-    assert 0.6 <= CAL.gemm_eff["bf16"] <= 0.9  # no dense BF16 row to fit it: the prior holds it
+            assert 0.2 <= rate <= BOUNDS[f"gemm_eff.{precision}"].high, (generation, precision, rate)
+    assert 0.6 <= CAL.gemm_eff["bf16"] <= 0.8  # no dense BF16 row to fit it: the prior holds it
 
 
 def test_latencies_and_overlaps_are_physical():

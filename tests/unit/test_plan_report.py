@@ -36,7 +36,7 @@ def test_a_faster_layout_near_full_memory_is_told_why_it_ranks_second(ranked):
     # 1,000 tokens/s at 60% of HBM against 1,020 at 95%: 2% faster, but 15 points above the 80%
     # comfort cost 0.3 x 0.15 = 4.5% of log speed, so the slower layout ranks first
     a = _with(ranked[0], tps=1000.0, memory_total=0.60 * 80)
-    b = _with(ranked[1], tps=1020.0, memory_total=0.95 * 80)
+    b = _with(ranked[1], tps=1020.0, memory_total=0.95 * 80, cp=ranked[0].layout.cp)  # memory alone differs
     assert utility(1000.0, 0.60, a.layout) > utility(1020.0, 0.95, b.layout)
     note = report.rank_note(1, [a, b], lang="en")
     assert note.strip().startswith("ranked below #1 although predicted 2.0% faster")

@@ -166,7 +166,11 @@ def test_last_pipeline_stage_carries_the_lm_head():
     even = Layout(pp=4, mbs=1, gbs=256, seq_length=4096, world=4)
     t_even = estimate_step(arch, H100, even, "bf16", cal=cal)
     t_balanced = estimate_step(arch, H100, evolve(even, uneven_pp=True), "bf16", cal=cal)
-    assert t_even.step_time_s > t_balanced.step_time_s
+    # compared before the MFU ceiling (issue 17), which this GEMM-bound calibration reaches
+    def raw(e):
+        return e.step_time_s - e.breakdown.get("mfu_ceiling", 0.0)
+
+    assert raw(t_even) > raw(t_balanced)
     one_stage = estimate_step(arch, H100, Layout(mbs=1, gbs=256, seq_length=8192, world=1), "fp8cs")
     assert one_stage.breakdown["pp_bubble"] == 0.0
 

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.cli.render import plan_report as report
     from mbridge_launch.plan.shipped import shipped_recipe_for_layout
     from mbridge_launch.planner import inputs
+    from mbridge_launch.planner.domain import assess
     from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES, HEADROOM
     from mbridge_launch.planner.rules import Layout, check_layout
     from mbridge_launch.planner.search import estimate_layout
@@ -106,9 +107,12 @@ def run(args: argparse.Namespace) -> int:
         warnings.append({"code": "MEMORY_SHIPPED", "severity": "warning",
                          "message": t("planner.estimate_over_but_shipped", verdict=verdict, recipe=shipped_by)})
         verdict = None
+    # inside the calibrated domain or extrapolated, and the held-out error band (planner.domain)
+    assessment = assess(got.model, got.arch, hw.name, got.precision, got.goal, layout.seq_length, args.gpus)
     if args.format == "json":
         data: dict[str, Any] = {"model": got.model, "gpu_type": hw.name, "precision": got.precision, "goal": got.goal}
         data.update(report.candidate_json(cand, hw, args.tokens, arch=got.arch))
+        data.update(assessment.as_json())
         data["warnings"] = warnings
         data["verdict"] = verdict  # None when it fits
         print_json(data)
@@ -116,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         lines = [t("planner.header", model=got.model, gpus=args.gpus, gpu=hw.label, precision=got.precision,
                    goal=got.goal, gbs=layout.gbs, seq=layout.seq_length), ""]
         lines.extend(report.candidate_text(1, cand, hw, args.tokens, arch=got.arch))
+        lines.extend(report.domain_lines(assessment))
         split = report.split_text(cand, got.arch) if cand is not None else None
         if split is not None and not layout.uneven_pp:  # the card shows uneven splits itself
             lines.append(t("planner.split_line", split=split))

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.base.output import print_json
     from mbridge_launch.cli.render import plan_report as report
     from mbridge_launch.planner import inputs
+    from mbridge_launch.planner.domain import assess
     from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES
     from mbridge_launch.planner.search import Options, rejection_summary, search
 
@@ -61,18 +62,27 @@ def run(args: argparse.Namespace) -> int:
         raise NoLayoutError("planner.no_layout", model=got.model, gpus=gpus, gpu=hw.label, gbs=gbs, seq=seq,
                             precision=got.precision, reasons=reasons,
                             hint=_smallest_fit_hint(got, gpus, gbs, seq, options, result.rejected))
+    # once per request: every dimension of the domain (system, precision, family, goal, sequence,
+    # GPU count) is the request's, the same for every candidate
+    assessment = assess(got.model, got.arch, hw.name, got.precision, got.goal, seq, args.gpus)
+    band = assessment.band
     if args.format == "json":
+        ties = report.near_tie_json(result.candidates, band, args.top)
         print_json({
             "model": got.model, "gpu_type": hw.name, "gpus": gpus, "gbs": gbs, "seq_length": seq,
             "precision": got.precision, "goal": got.goal, "evaluated": result.evaluated,
             "candidates": [report.candidate_json(c, hw, args.tokens, arch=got.arch) for c in result.candidates],
-            "near_tie": report.near_tie_count(result.candidates),
+            **assessment.as_json(),
+            "near_tie": len(ties["layouts"]),  # how many layouts the near-tie set holds
+            "near_tie_set": ties,
             "rejected": report.rejected_json(result.rejected),
         })
     else:
         lines = [t("planner.header", model=got.model, gpus=gpus, gpu=hw.label, precision=got.precision,
                    goal=got.goal, gbs=gbs, seq=seq), ""]
-        lines.extend(report.near_tie_text(result.candidates))
+        lines.extend(report.domain_lines(assessment))
+        lines.append("")
+        lines.extend(report.near_tie_text(result.candidates, band, args.top))
         for rank, cand in enumerate(result.candidates, 1):
             lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates, arch=got.arch))
             lines.append("")

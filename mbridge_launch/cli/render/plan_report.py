@@ -10,6 +10,7 @@ from typing import Any
 from mbridge_launch.base.i18n import t
 from mbridge_launch.base.terminal import display_width, pad
 from mbridge_launch.knowledge.hardware import Hardware
+from mbridge_launch.planner.domain import Assessment, ErrorBand
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
 from mbridge_launch.planner.pipeline_split import mtp_layers
 from mbridge_launch.planner.rules import recompute_label
@@ -17,7 +18,9 @@ from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, Candi
 
 BAR_WIDTH = 40
 _COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "allowance")
-_GLYPHS = {"weights": "W", "gradients": "G", "optimizer": "O", "activations": "A", "logits": "L", "allowance": "x"}
+_GLYPHS = {"weights": "W", "gradients": "G", "optimizer": "O", "activations": "A", "logits": "L", "allowance": "x",
+           "fp8_copies": "F", "dispatcher": "D"}
+_WHEN_SET = ("fp8_copies", "dispatcher")  # rows shown only when the layout has them (planner.memory)
 
 
 def budget(candidate: Candidate, tokens: float | None, gpus: int) -> dict[str, float] | None:
@@ -55,6 +58,8 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
         "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1),
         "model_tflops_per_gpu": round(c.model_tflops_per_gpu, 1),
         "mfu": round(c.mfu, 4),
+        # clamped to the precision's MFU ceiling (planner/throughput.py MFU_CEILING), and the model's own figure
+        "mfu_capped": c.step.mfu_capped, "mfu_uncapped": round(c.step.mfu_uncapped, 4),
         "step_time_s": round(c.step_time_s, 4),
         "time_breakdown_s": {k: round(v, 4) for k, v in c.step.breakdown.items()},
         # what the ranking adds to log(tokens/s/GPU): memory charge, EP and CP preferences
@@ -70,28 +75,54 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
     return data
 
 
-# The estimate's median error on NVIDIA's published rows (benchmarks/RESULTS.md) is about 6%:
-# candidates predicted closer than that to the first are a tie as far as the model can tell.
-NEAR_TIE = 0.06
-
-
-def near_tie_count(candidates: list[Candidate]) -> int:
-    """How many of the leading candidates (the first included) are predicted within NEAR_TIE of
-    the first one's tokens/s/GPU."""
+# The near-tie set: candidates predicted within the request's leave-one-out error band
+# (planner.domain.error_band: the held-out error of the nearest calibrated rows, widened outside
+# the domain) of the first: the model cannot tell them apart. Not the in-sample error: the
+# constants saw those rows.
+def near_tie_set(candidates: list[Candidate], within: float) -> list[tuple[int, Candidate]]:
+    """(rank, candidate) of every listed candidate (the first included) predicted no slower than
+    the first one's tokens/s/GPU less `within` (a fraction); a faster one ranked lower is a tie too."""
     if not candidates:
-        return 0
-    best = candidates[0].tokens_per_sec_per_gpu
-    count = 0
-    for c in candidates:
-        if c.tokens_per_sec_per_gpu < best * (1 - NEAR_TIE):
-            break
-        count += 1
-    return count
+        return []
+    floor = candidates[0].tokens_per_sec_per_gpu * (1 - within)
+    return [(i, c) for i, c in enumerate(candidates, 1) if c.tokens_per_sec_per_gpu >= floor]
 
 
-def near_tie_text(candidates: list[Candidate]) -> list[str]:
-    n = near_tie_count(candidates)
-    return [t("planner.near_tie", last=n, pct=NEAR_TIE), ""] if n > 1 else []
+def near_tie_json(candidates: list[Candidate], band: ErrorBand, top: int | None) -> dict[str, Any]:
+    """`near_tie_set` of plan's JSON: the tolerance and its basis, whether the set may go on past
+    the listed candidates (the last one listed is in it and the list was cut at --top), and the
+    layouts with their estimates."""
+    found = near_tie_set(candidates, band.median)
+    return {
+        "within": round(band.median, 4), "basis": band.basis("en"),
+        "complete": not (found and found[-1][0] == len(candidates) and top is not None and len(candidates) >= top),
+        "layouts": [{"rank": rank, "tp": c.layout.tp, "pp": c.layout.pp, "vp": c.layout.vp, "cp": c.layout.cp,
+                     "ep": c.layout.ep, "etp": c.layout.etp, "dp": c.layout.dp, "mbs": c.layout.mbs, "fsdp": c.layout.fsdp,
+                     "recompute": recompute_label(c.layout),
+                     "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1), "mfu": round(c.mfu, 4),
+                     "step_time_s": round(c.step_time_s, 4), "memory_total_gb": round(c.memory_total_gb, 2)}
+                    for rank, c in found],
+    }
+
+
+def near_tie_text(candidates: list[Candidate], band: ErrorBand, top: int | None = None) -> list[str]:
+    found = near_tie_set(candidates, band.median)
+    if len(found) <= 1:
+        return []
+    lines = [t("planner.near_tie", layouts=", ".join(str(rank) for rank, _ in found), pct=band.median,
+               basis=band.basis())]
+    if not near_tie_json(candidates, band, top)["complete"]:
+        lines.append(t("planner.near_tie_more", top=len(candidates)))
+    return [*lines, ""]
+
+
+def domain_lines(assessment: Assessment) -> list[str]:
+    """The domain line of `estimate` and `plan` (planner.domain.Assessment), and a warning when
+    the error table was computed with other constants than the committed ones."""
+    lines = [assessment.text()]
+    if not assessment.domain.current:
+        lines.append(t("planner.domain.stale"))
+    return lines
 
 
 def _memory_fraction(c: Candidate) -> float:
@@ -141,14 +172,15 @@ def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") 
     scale = BAR_WIDTH / hbm_gb
     parts = memory.as_dict()
     lines = []
-    labels = {name: t(f"planner.memory.{name}") for name in _COMPONENTS}
+    shown = _COMPONENTS + tuple(name for name in _WHEN_SET if parts.get(name))
+    labels = {name: t(f"planner.memory.{name}") for name in shown}
     label_width = max(display_width(label) for label in labels.values())
-    for name in _COMPONENTS:
+    for name in shown:
         value = parts[name]
         bar = "█" * int(round(value * scale))
         label = pad(labels[name], label_width)  # CJK glyphs are two columns
         lines.append(f"{indent}  {label}  {bar:<{BAR_WIDTH}} {value:7.1f}")
-    stacked = "".join(_GLYPHS[name] * int(round(parts[name] * scale)) for name in _COMPONENTS)
+    stacked = "".join(_GLYPHS[name] * int(round(parts[name] * scale)) for name in shown)
     limit = int(round(HEADROOM * hbm_gb * scale))
     cells = list(stacked[:BAR_WIDTH * 2].ljust(max(BAR_WIDTH, len(stacked)), "."))
     if limit < len(cells):

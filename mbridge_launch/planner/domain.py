@@ -1,0 +1,340 @@
+"""Whether an estimate is inside the throughput model's calibrated domain, and its error band.
+
+The domain is what the published rows the constants were fitted on cover
+(catalog/calibration-domain.json, written by `python benchmarks/domain_table.py`, never by
+hand): systems, precisions (per architecture kind: the rows run dense models only in FP8/FP4),
+model families (per kind), goals, sequence lengths and GPU counts. Each row carries the
+leave-one-system-out and leave-one-model-out relative error of its tokens/s estimate
+(benchmarks/accuracy.py's refits: fit without the row's system, or model, then predict it).
+
+`domain_of(...)` says, per dimension, inside or outside and why; `error_band(...)` gives the
+median and 90th percentile of the absolute held-out errors of the nearest calibrated rows:
+
+- which held-out error: leave-one-system-out when the request's system has no row (a new system is
+  what that refit measures), leave-one-model-out when its model has no row but its system has, and
+  otherwise (both seen, or both new) the larger of the two per row: the committed constants saw
+  the request's own rows, so their in-sample error would understate what a new release does;
+- "nearest": the rows of the same system, precision and family (family = recipe family and
+  architecture kind), else the first of these that has at least MIN_ROWS rows: system + family,
+  precision + family, family, system + precision, system, precision, every row (NEAREST_TIERS);
+- outside the domain the band widens by WIDEN for every outside dimension the held-out error does
+  not already measure (leave-one-system-out measures a new system, leave-one-model-out a new
+  family), capped at MAX_BAND, and the text says "extrapolated" with the reasons.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import statistics
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from mbridge_launch.base.i18n import t
+from mbridge_launch.knowledge.models import ModelArch
+
+DOMAIN_FILE = "calibration-domain.json"
+MIN_ROWS = 3  # a band from fewer rows is one row's luck, not an error rate
+WIDEN = 1.5  # per outside dimension the held-out error does not measure
+MAX_BAND = 1.0  # a band of +-100% says "unknown"; wider says nothing more
+DIMENSIONS = ("system", "precision", "family", "goal", "seq_length", "gpus")
+# (attributes the rows must share with the request), nearest first
+NEAREST_TIERS: tuple[tuple[str, ...], ...] = (
+    ("system", "precision", "family"), ("system", "family"), ("precision", "family"), ("family",),
+    ("system", "precision"), ("system",), ("precision",), (),
+)
+
+
+def architecture_kind(arch: ModelArch | None) -> str:
+    """"hybrid" (Mamba layers), "moe" (routed experts) or "dense": the rows fit each differently."""
+    if arch is None:
+        return "dense"
+    if arch.hybrid_layer_pattern:
+        return "hybrid"
+    return "moe" if arch.num_moe_experts else "dense"
+
+
+@lru_cache(maxsize=1)
+def _catalog_families() -> dict[str, str]:
+    try:
+        from mbridge_launch.knowledge.catalog import load_catalog
+
+        return {str(r.model): r.family for r in load_catalog().recipes if getattr(r, "model", None) and r.family}
+    except Exception:  # noqa: BLE001 - no catalog: fall back to the name's stem
+        return {}
+
+
+def model_family(model: str) -> str:
+    """The model's recipe family in the catalog ("llama" for llama3_8b), else the letters its
+    name starts with ("mistral" for mistral_7b): Hugging Face configs have no recipe."""
+    family = _catalog_families().get(model)
+    if family:
+        return family
+    stem = re.match(r"[a-z]+", (model or "").lower().rsplit("/", 1)[-1])
+    return stem.group(0) if stem else "unknown"
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    model: str
+    family: str
+    kind: str
+    system: str
+    precision: str
+    goal: str
+    seq_length: int
+    gpus: int
+    loso: float | None  # relative error of tokens/s, leave-one-system-out refit
+    lomo: float | None  # leave-one-model-out refit
+    in_sample: float | None = None  # with the committed constants (for reference only)
+
+    def held_out(self, kind: str) -> float | None:
+        """|error| of the held-out refit `kind` ("system", "model" or "worst" of the two)."""
+        values = {"system": [self.loso], "model": [self.lomo], "worst": [self.loso, self.lomo]}[kind]
+        known = [abs(v) for v in values if v is not None]
+        return max(known) if known else None
+
+
+@dataclass(frozen=True)
+class Table:
+    rows: tuple[CalibrationRow, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+    constants: str = ""  # digest of the constants the errors were computed with
+
+    def values(self, name: str) -> list:
+        return sorted({getattr(r, name) for r in self.rows})
+
+
+def domain_path() -> Path:
+    from mbridge_launch.base.resources import catalog_dir
+
+    return catalog_dir() / DOMAIN_FILE
+
+
+@lru_cache(maxsize=4)
+def load_table(path: str | None = None) -> Table:
+    """The calibration domain table (package data; `path` for tests). A missing or unreadable file
+    gives an empty table: every dimension is then outside and the band is MAX_BAND, the honest
+    answer when nothing says what was calibrated (an estimate does not fail for it)."""
+    names = {f.name for f in fields(CalibrationRow)}
+    try:
+        data = json.loads(Path(path or domain_path()).read_text(encoding="utf-8"))
+        rows = tuple(CalibrationRow(**{k: v for k, v in row.items() if k in names}) for row in data.get("rows", []))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return Table(())
+    return Table(rows, dict(data.get("settings", {})), str(data.get("constants", "")))
+
+
+def constants_digest() -> str:
+    """A digest of the committed throughput constants: the table is stale when they changed."""
+    from mbridge_launch.planner.throughput import CAL
+
+    return hashlib.sha256(repr(CAL).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------- the request and its domain
+@dataclass(frozen=True)
+class Request:
+    model: str
+    family: str
+    kind: str
+    system: str
+    precision: str
+    goal: str
+    seq_length: int
+    gpus: int
+
+    @classmethod
+    def of(cls, model: str, arch: ModelArch | None, system: str, precision: str, goal: str, seq_length: int,
+           gpus: int) -> Request:
+        return cls(model, model_family(model), architecture_kind(arch), system, precision, goal, seq_length, gpus)
+
+    @property
+    def family_key(self) -> str:
+        return f"{self.family} {self.kind}"
+
+
+@dataclass(frozen=True)
+class Dimension:
+    name: str
+    value: str
+    inside: bool
+    reason_key: str | None = None  # message key of why it is outside
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def reason(self, lang: str | None = None) -> str | None:
+        return t(self.reason_key, lang=lang, **dict(self.params)) if self.reason_key else None
+
+
+@dataclass(frozen=True)
+class Domain:
+    request: Request
+    dimensions: tuple[Dimension, ...]
+    current: bool = True  # the table was computed with the committed constants
+
+    @property
+    def inside(self) -> bool:
+        return all(d.inside for d in self.dimensions)
+
+    @property
+    def outside(self) -> list[str]:
+        return [d.name for d in self.dimensions if not d.inside]
+
+    def why(self, lang: str | None = None) -> str:
+        sep = t("planner.domain.why_sep", lang=lang)
+        return sep.join(d.reason(lang) or "" for d in self.dimensions if not d.inside)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"inside": self.inside, "outside": self.outside,
+                "dimensions": {d.name: {"value": d.value, "inside": d.inside, "reason": d.reason("en")}
+                               for d in self.dimensions},
+                "calibration": {"file": DOMAIN_FILE, "current": self.current}}
+
+
+def _kinds_of(rows: list[CalibrationRow], match: Any) -> list[str]:
+    return sorted({r.kind for r in rows if match(r)})
+
+
+def _span(rows: tuple[CalibrationRow, ...], name: str) -> tuple[int, int]:
+    values = [getattr(r, name) for r in rows]
+    return (min(values), max(values)) if values else (0, 0)
+
+
+def domain_of(model: str, arch: ModelArch | None, system: str, precision: str, goal: str, seq_length: int,
+              gpus: int, table: Table | None = None) -> Domain:
+    """Inside or outside the calibrated domain, per dimension, with the reason when outside."""
+    table = table or load_table()
+    req = Request.of(model, arch, system, precision, goal, seq_length, gpus)
+    rows = list(table.rows)
+    dims = []
+    systems = table.values("system")
+    dims.append(Dimension("system", system, system in systems, None if system in systems else
+                          "planner.domain.why.system", (("value", system), ("known", ", ".join(systems)))))
+    precisions = table.values("precision")
+    kinds = _kinds_of(rows, lambda r: r.precision == precision)
+    if precision not in precisions:
+        dims.append(Dimension("precision", precision, False, "planner.domain.why.precision_absent",
+                              (("value", precision), ("known", ", ".join(precisions)))))
+    elif req.kind not in kinds:
+        dims.append(Dimension("precision", precision, False, "planner.domain.why.precision_kind",
+                              (("value", precision), ("kind", req.kind), ("kinds", ", ".join(kinds)))))
+    else:
+        dims.append(Dimension("precision", precision, True))
+    families = sorted({r.family for r in rows})
+    fam_kinds = _kinds_of(rows, lambda r: r.family == req.family)
+    if req.family not in families:
+        dims.append(Dimension("family", req.family_key, False, "planner.domain.why.family_absent",
+                              (("value", req.family), ("known", ", ".join(families)))))
+    elif req.kind not in fam_kinds:
+        dims.append(Dimension("family", req.family_key, False, "planner.domain.why.family_kind",
+                              (("family", req.family), ("kind", req.kind), ("kinds", ", ".join(fam_kinds)))))
+    else:
+        dims.append(Dimension("family", req.family_key, True))
+    goals = table.values("goal")
+    dims.append(Dimension("goal", goal, goal in goals, None if goal in goals else "planner.domain.why.goal",
+                          (("value", goal), ("known", ", ".join(goals)))))
+    for name, key in (("seq_length", "planner.domain.why.seq"), ("gpus", "planner.domain.why.gpus")):
+        low, high = _span(table.rows, name)
+        value = seq_length if name == "seq_length" else gpus
+        inside = low <= value <= high
+        dims.append(Dimension(name, str(value), inside, None if inside else key,
+                              (("value", value), ("low", low), ("high", high))))
+    return Domain(req, tuple(dims), table.constants == constants_digest())
+
+
+# ---------------------------------------------------------------------- the error band
+@dataclass(frozen=True)
+class ErrorBand:
+    median: float
+    p90: float
+    rows: int
+    loo: str  # "system", "model" or "worst"
+    scope: tuple[tuple[str, str], ...]  # the attributes the basis rows share with the request
+    widen: float = 1.0
+    widened_for: tuple[str, ...] = ()
+
+    def basis(self, lang: str | None = None) -> str:
+        scope = " ".join(v for _, v in self.scope) if self.scope else t("planner.domain.scope_all", lang=lang)
+        text = t("planner.domain.basis", lang=lang, loo=t(f"planner.domain.loo.{self.loo}", lang=lang), rows=self.rows,
+                 scope=scope)
+        if self.widened_for:
+            text += t("planner.domain.widened", lang=lang, factor=self.widen, dims=", ".join(self.widened_for))
+        return text
+
+    def as_json(self) -> dict[str, Any]:
+        return {"median": round(self.median, 4), "p90": round(self.p90, 4), "basis": self.basis("en"),
+                "rows": self.rows, "held_out": self.loo, "scope": dict(self.scope), "widen": round(self.widen, 4),
+                "widened_for": list(self.widened_for)}
+
+
+def _loo_kind(req: Request, table: Table) -> str:
+    system_seen = req.system in table.values("system")
+    model_seen = req.model in table.values("model")
+    if not system_seen and model_seen:
+        return "system"
+    if system_seen and not model_seen:
+        return "model"
+    return "worst"
+
+
+def _p90(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=10, method="inclusive")[-1]
+
+
+def error_band(domain: Domain, table: Table | None = None) -> ErrorBand:
+    """The held-out error of the nearest calibrated rows (module docstring: which error, which
+    rows, how it widens outside the domain)."""
+    table = table or load_table()
+    req = domain.request
+    loo = _loo_kind(req, table)
+    attrs = {"system": lambda r: r.system == req.system, "precision": lambda r: r.precision == req.precision,
+             "family": lambda r: (r.family, r.kind) == (req.family, req.kind)}
+    values = {"system": req.system, "precision": req.precision, "family": req.family_key}
+    chosen: tuple[str, ...] = ()
+    errors: list[float] = []
+    for tier in NEAREST_TIERS:
+        found = [e for r in table.rows if all(attrs[a](r) for a in tier) and (e := r.held_out(loo)) is not None]
+        if len(found) >= MIN_ROWS or not tier:
+            chosen, errors = tier, found
+            break
+    covered = {"system": {"system"}, "model": {"family"}, "worst": {"system", "family"}}[loo]
+    outside = domain.outside
+    uncovered = [d for d in outside if d not in covered]
+    if loo == "worst" and "system" in outside and "family" in outside:
+        uncovered.append("family")  # the worse of the two refits measures one new dimension, not both
+    factor = WIDEN ** len(uncovered)
+    median = min(statistics.median(errors) * factor, MAX_BAND) if errors else MAX_BAND
+    p90 = min(_p90(sorted(errors)) * factor, MAX_BAND) if errors else MAX_BAND
+    return ErrorBand(median, max(p90, median), len(errors), loo, tuple((a, values[a]) for a in chosen), factor,
+                     tuple(uncovered))
+
+
+# ---------------------------------------------------------------------- what estimates carry
+@dataclass(frozen=True)
+class Assessment:
+    domain: Domain
+    band: ErrorBand
+
+    def text(self, lang: str | None = None) -> str:
+        """"inside the calibrated domain (error ±X%)" or "extrapolated: <why> (error band ±Y%)"."""
+        b = self.band
+        if self.domain.inside:
+            return t("planner.domain.inside", lang=lang, median=b.median, p90=b.p90, basis=b.basis(lang))
+        return t("planner.domain.extrapolated", lang=lang, why=self.domain.why(lang), median=b.median, p90=b.p90,
+                 basis=b.basis(lang))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"domain": self.domain.as_json(), "error_band": self.band.as_json()}
+
+
+def assess(model: str, arch: ModelArch | None, system: str, precision: str, goal: str, seq_length: int, gpus: int,
+           table: Table | None = None) -> Assessment:
+    """The domain and the error band of one request (what `estimate` and `plan` print)."""
+    table = table or load_table()
+    domain = domain_of(model, arch, system, precision, goal, seq_length, gpus, table)
+    return Assessment(domain, error_band(domain, table))

@@ -1,0 +1,136 @@
+"""Selective recompute as Megatron Core 0.19 runs it: which `recompute_modules` a Plan gets and
+which saved activations those modules drop (planner.memory charges exactly these).
+
+One mapping each way:
+- planner_modules(arch, precision): the list the planner writes when IT chose selective
+  recompute (recommend writes it as `model.recompute_modules=[...]`);
+- dropped(modules, arch): what a list (the planner's, a recipe's or a Plan override's) drops.
+
+Megatron Core 0.19.2 (transformer_config.py TransformerConfig.__post_init__): recompute_modules
+None means ["core_attn"]; allowed names are ALLOWED; "moe_act" needs moe_grouped_gemm,
+"mla_up_proj" needs multi_latent_attention, fp8 delayed scaling refuses "moe_act" and
+"layernorm", "shared_experts" is refused with moe_shared_expert_overlap.
+What each module drops (transformer_layer.py, moe_layer.py, experts.py, multi_latent_attention.py,
+with the Transformer Engine layer spec of models/gpt/gpt_layer_specs.py):
+- core_attn: the attention core; with TE fused/flash attention nothing the memory model counts
+  (it keeps no s^2 scores).
+- layernorm: a norm's output, only where the norm is a module of its own: the MoE layers'
+  pre_mlp_layernorm and MLA's input_layernorm. Dense TE layers fuse both norms into
+  LayerNormLinear (IdentityOp), so "layernorm" drops nothing there.
+- mlp: the whole dense MLP (fc1's norm output, fc1 output, activation output); not MoE layers.
+- moe_act: the routed experts' activation-function outputs (grouped GEMM only).
+- shared_experts: the shared experts' fc1 and activation outputs.
+- moe: the whole MoE block (norm output aside from its input, shared and routed copies).
+- mla_up_proj: MLA's Q/K/V up-projection outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+from mbridge_launch.knowledge.models import ModelArch
+
+ALLOWED = frozenset({"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
+                     "gdn_norm_out"})
+MEGATRON_DEFAULT: tuple[str, ...] = ("core_attn",)  # recompute_modules=None in Megatron Core 0.19
+FP8_DELAYED = "fp8ds"  # the precision whose recipe uses delayed scaling
+OVERRIDE_KEY = "model.recompute_modules"
+
+
+def planner_modules(arch: Optional[ModelArch], precision: str = "bf16") -> tuple[str, ...]:
+    """The modules the planner writes (and the memory model charges) when it chooses selective.
+    Only modules whose recompute costs a few percent (what throughput charges for selective):
+    MoE layers "layernorm" + "moe_act" (NVIDIA's usual pair; Bridge's MoE providers set
+    moe_grouped_gemm), neither under fp8 delayed scaling; MLA "layernorm" and "mla_up_proj".
+    Never "mlp" or "moe" (they repeat the layer's GEMMs: the planner's partial full recompute is
+    the cheaper way to drop that much) nor "shared_experts" (refused with
+    moe_shared_expert_overlap, which the planner does not know). Otherwise Megatron's default:
+    for a dense model selective recompute then drops nothing the memory model counts."""
+    if arch is None:
+        return MEGATRON_DEFAULT
+    chosen: list[str] = []
+    delayed = precision == FP8_DELAYED
+    if not delayed and (arch.num_moe_experts or arch.mla is not None):
+        chosen.append("layernorm")
+    if arch.num_moe_experts and not delayed:
+        chosen.append("moe_act")
+    if arch.mla is not None:
+        chosen.append("mla_up_proj")
+    return tuple(chosen) or MEGATRON_DEFAULT
+
+
+def invalid_modules(modules: Iterable[str], arch: Optional[ModelArch], precision: str = "bf16", *,
+                    grouped_gemm: bool = True, shared_expert_overlap: bool = False) -> list[str]:
+    """The names Megatron Core 0.19 would refuse for this model and precision (empty: valid)."""
+    bad = [m for m in modules if m not in ALLOWED]
+    names = set(modules)
+    moe = arch is not None and bool(arch.num_moe_experts)
+    if "moe_act" in names and not (moe and grouped_gemm):
+        bad.append("moe_act")
+    if "mla_up_proj" in names and (arch is None or arch.mla is None):
+        bad.append("mla_up_proj")
+    if "gdn_norm_out" in names:
+        bad.append("gdn_norm_out")  # gated_delta_net attention only: not a model the planner lays out
+    if precision == FP8_DELAYED:
+        bad += [m for m in ("moe_act", "layernorm") if m in names]
+    if "shared_experts" in names and shared_expert_overlap and arch is not None and arch.moe_shared_expert_intermediate_size:
+        bad.append("shared_experts")
+    return sorted(set(bad))
+
+
+def parse_modules(value: Any) -> Optional[tuple[str, ...]]:
+    """A recipe's list or an override's Hydra list text ("[layernorm,moe_act]", quotes allowed)
+    as a tuple; None when unset."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return tuple(str(v).strip() for v in value)
+    text = str(value).strip()
+    if text.lower() in ("", "null", "none"):
+        return None
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return tuple(item.strip().strip("'\"") for item in text.split(",") if item.strip().strip("'\""))
+
+
+def modules_text(modules: Iterable[str]) -> str:
+    """Hydra list syntax, as the other list overrides (hierarchical_context_parallel_sizes=[2,4])."""
+    return "[" + ",".join(modules) + "]"
+
+
+def effective_modules(layout: Any, arch: Optional[ModelArch], precision: str = "bf16") -> frozenset[str]:
+    """The modules a layout runs with: none unless selective; the layout's own list (a recipe's or
+    a Plan's, Megatron's default when it set none) or, when the planner chose selective (None),
+    planner_modules."""
+    if getattr(layout, "recompute", "none") != "selective":
+        return frozenset()
+    own = getattr(layout, "recompute_modules", None)
+    return frozenset(own if own is not None else planner_modules(arch, precision))
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """Saved activations a module list drops (True: recomputed in the backward, not kept)."""
+
+    attn_norm_out: bool = False  # MLA's separate input_layernorm output
+    mlp: bool = False  # the whole dense MLP but its input
+    moe_norm_out: bool = False  # pre_mlp_layernorm output of MoE layers
+    moe_act: bool = False
+    shared_experts: bool = False
+    moe: bool = False  # the whole MoE block but its input
+    mla_up: bool = False
+
+
+def dropped(modules: Iterable[str], arch: Optional[ModelArch]) -> Dropped:
+    names = set(modules)
+    mla = arch is not None and arch.mla is not None
+    return Dropped(
+        attn_norm_out="layernorm" in names and mla,
+        mlp="mlp" in names,
+        moe_norm_out="layernorm" in names,
+        moe_act="moe_act" in names,
+        shared_experts="shared_experts" in names,
+        moe="moe" in names,
+        mla_up="mla_up_proj" in names and mla,
+    )

@@ -1,0 +1,83 @@
+"""`estimate` and `plan` say whether the request is inside the calibrated domain, with the
+leave-one-out error band, and `plan` answers with the near-tie set (in process, shipped table)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mbridge_launch.cli.main import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+INSIDE = ("--model", "llama3_8b", "--gpus", "8", "--gpu-type", "gb200", "--precision", "fp8cs", "--seq-length", "8192")
+OUTSIDE = ("--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h200", "--precision", "bf16", "--seq-length", "32768",
+           "--cp", "2")
+
+
+def test_estimate_text_inside_the_domain(capsys):
+    code, out, err = run(capsys, "--lang", "en", "estimate", *INSIDE, "--mbs", "2")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if "calibrated domain" in x)
+    assert line.startswith("Inside the calibrated domain (error ±") and "nearest rows: gb200 fp8cs llama dense" in line
+
+
+def test_estimate_text_outside_says_extrapolated_and_why(capsys):
+    code, out, err = run(capsys, "--lang", "en", "estimate", *OUTSIDE)
+    line = next(x for x in out.splitlines() if x.startswith("Extrapolated: "))
+    assert "no h200 row" in line and "bf16 is calibrated only on moe models" in line
+    assert "sequence length 32768 is outside the calibrated" in line and "error band ±" in line
+    assert "leave-one-system-out" in line and "widened x2.25 for precision, seq_length" in line
+
+
+def test_estimate_json_is_the_same_in_every_language(capsys):
+    _, english, _ = run(capsys, "--lang", "en", "estimate", *OUTSIDE, "--format", "json")
+    _, chinese, _ = run(capsys, "--lang", "zh", "estimate", *OUTSIDE, "--format", "json")
+    en, zh = json.loads(english), json.loads(chinese)
+    assert en["domain"] == zh["domain"] and en["error_band"] == zh["error_band"]
+    assert en["domain"]["inside"] is False and set(en["domain"]["outside"]) == {"system", "precision", "seq_length"}
+    assert en["error_band"]["held_out"] == "system"
+
+
+def test_estimate_text_in_chinese(capsys):
+    _, out, _ = run(capsys, "--lang", "zh", "estimate", *OUTSIDE)
+    assert any(x.startswith("外推：") and "h200" in x for x in out.splitlines())
+
+
+def test_plan_text_says_the_domain_once_and_the_near_tie_set(capsys):
+    argv = ("plan", "--model", "qwen3_235b_a22b", "--gpus", "256", "--gpu-type", "gb200", "--precision", "fp8mx",
+            "--gbs", "8192", "--top", "5")
+    code, out, _ = run(capsys, "--lang", "en", *argv, "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    ties = data["near_tie_set"]
+    ranks = [x["rank"] for x in ties["layouts"]]
+    assert ranks[0] == 1 and ties["within"] == data["error_band"]["median"] > 0
+    for tie in ties["layouts"]:
+        cand = data["candidates"][tie["rank"] - 1]
+        assert (tie["tp"], tie["pp"], tie["ep"], tie["tokens_per_sec_per_gpu"]) == \
+            (cand["tp"], cand["pp"], cand["ep"], cand["tokens_per_sec_per_gpu"])
+    code, text, _ = run(capsys, "--lang", "en", *argv)
+    assert code == 0
+    assert sum("calibrated domain" in x or x.startswith("Extrapolated: ") for x in text.splitlines()) == 1
+    quoted = f"Layouts {', '.join(str(r) for r in ranks)} are predicted within {ties['within']:.0%} of the first"
+    assert (quoted in text) == (len(ranks) > 1)
+    assert "leave-one-out error" in text or len(ranks) == 1
+    assert "6% of the first, about the model's median error" not in text
+
+
+@pytest.mark.parametrize("top", ["1", "2"])
+def test_a_set_cut_by_top_says_it_may_go_on(capsys, top):
+    argv = ("plan", "--model", "qwen3_235b_a22b", "--gpus", "256", "--gpu-type", "gb200", "--precision", "fp8mx",
+            "--gbs", "8192", "--top", top, "--format", "json")
+    code, out, _ = run(capsys, *argv)
+    data = json.loads(out)
+    ties = data["near_tie_set"]
+    cut = len(ties["layouts"]) == len(data["candidates"]) == int(top)
+    assert ties["complete"] is (not cut)
