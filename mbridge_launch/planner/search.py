@@ -26,7 +26,7 @@ from mbridge_launch.planner.pipeline_split import settle
 from mbridge_launch.planner.pitfall_rules import CODES as PITFALL_CODES
 from mbridge_launch.planner.pitfall_rules import PRICED, grid_pitfalls, layout_pitfalls, ranked_count
 from mbridge_launch.planner.rules import Layout, Violation, check_layout, chunk_layers, divisors, evolve, valid_tp
-from mbridge_launch.planner.throughput import StepEstimate, estimate_step, step_model
+from mbridge_launch.planner.throughput import CAL, Calibration, StepEstimate, estimate_step, step_model
 
 MBS_CHOICES = (1, 2, 4, 8)
 VP_MAX = 8
@@ -154,6 +154,9 @@ class Options:
     grad_bytes: float = 4.0  # 2.0: gradients reduced in bf16 (ddp.grad_reduce_in_fp32=false)
     mtp_layers: int | None = None
     moe_token_drop: bool = False
+    # the throughput constants (None: the shipped ones, throughput.CAL); a user's `calibrate`
+    # file or a benchmark's leave-one-out refit
+    cal: Calibration | None = None
 
 
 def _rule(code: str, key: str, fld: str, **params: Any) -> Violation:
@@ -251,7 +254,7 @@ def search(
     bound cannot reach the top-K are skipped (branch and bound): same answer, less work."""
     result = SearchResult(candidates=[])
     model = step_model(arch, hw, precision, goal, mtp_layers=options.mtp_layers, moe_token_drop=options.moe_token_drop,
-                       grad_bytes=options.grad_bytes)
+                       grad_bytes=options.grad_bytes, cal=options.cal or CAL)
     limit = HEADROOM * hw.hbm_gb
     pending: list[tuple[float, Layout]] = []
     for tp, pp, cp, ep, etp in _grids(arch, hw, gpus, seq_length, options):
@@ -485,6 +488,7 @@ def estimate_layout(
     mtp_layers: int | None = None,
     moe_token_drop: bool = False,
     grad_bytes: float = 4.0,
+    cal: Calibration | None = None,
 ) -> Candidate | None:
     """Memory breakdown and step estimate of one given layout (rules are the caller's business:
     see rules.check_layout). `.fits` says whether it fits in HBM with the headroom. Returns None
@@ -495,6 +499,6 @@ def estimate_layout(
         layout = evolve(layout, world=layout.tp * layout.pp * layout.cp)
     memory = estimate_memory(arch, layout, hardware.hbm_gb, precision=precision, goal=goal, grad_bytes=grad_bytes)
     step = estimate_step(arch, hardware, layout, precision, goal, mtp_layers=mtp_layers, moe_token_drop=moe_token_drop,
-                         grad_bytes=grad_bytes)
+                         grad_bytes=grad_bytes, cal=cal or CAL)
     return Candidate(layout, memory, step, ("uneven_pp",) if layout.uneven_pp else (),
                      tuple(layout_pitfalls(layout, arch, hardware)))

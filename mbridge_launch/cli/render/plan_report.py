@@ -12,6 +12,7 @@ from mbridge_launch.base.terminal import display_width, pad
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.planner.domain import Assessment, ErrorBand
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
+from mbridge_launch.planner.near_tie import near_tie_set
 from mbridge_launch.planner.pipeline_split import mtp_layers
 from mbridge_launch.planner.rules import recompute_label
 from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, Candidate, Rejection, ranking_terms
@@ -75,19 +76,9 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
     return data
 
 
-# The near-tie set: candidates predicted within the request's leave-one-out error band
+# The near-tie set (planner.near_tie) within the request's leave-one-out error band
 # (planner.domain.error_band: the held-out error of the nearest calibrated rows, widened outside
-# the domain) of the first: the model cannot tell them apart. Not the in-sample error: the
-# constants saw those rows.
-def near_tie_set(candidates: list[Candidate], within: float) -> list[tuple[int, Candidate]]:
-    """(rank, candidate) of every listed candidate (the first included) predicted no slower than
-    the first one's tokens/s/GPU less `within` (a fraction); a faster one ranked lower is a tie too."""
-    if not candidates:
-        return []
-    floor = candidates[0].tokens_per_sec_per_gpu * (1 - within)
-    return [(i, c) for i, c in enumerate(candidates, 1) if c.tokens_per_sec_per_gpu >= floor]
-
-
+# the domain), not the in-sample error: the constants saw those rows.
 def near_tie_json(candidates: list[Candidate], band: ErrorBand, top: int | None) -> dict[str, Any]:
     """`near_tie_set` of plan's JSON: the tolerance and its basis, whether the set may go on past
     the listed candidates (the last one listed is in it and the list was cut at --top), and the
