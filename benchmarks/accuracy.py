@@ -231,9 +231,9 @@ def main() -> int:
          "layers, then of all); benchmark recipes reduce gradients in bf16 (2-byte gradient buffers); `tokendrop` rows run "
          "without the dropless-MoE synchronisation, `w/o MTP` rows without DeepSeek-V3's MTP layer; 61-layer "
          "models declare uneven pipeline stages. `plan` ranks one entry per (TP, PP, CP, EP, ETP, FSDP) grid (its "
-         "best MBS/VP/recompute) by predicted tokens/s/GPU with a small charge above 80% of HBM and a conventional-layout "
-         "preference that only decides near-ties (`search.preference`: +2% per doubling of EP, -0.5% per doubling of "
-         "CP at sequences up to 8k). The constants are "
+         "best MBS/VP/recompute) by predicted tokens/s/GPU with a charge above 80% of HBM (search.MEMORY_PRESSURE, "
+         "validated leave-one-model-out and leave-one-release-out in the section Ranking preferences; the EP credit "
+         "and CP charge were removed there). The constants are "
          "fitted by `benchmarks/fit_constants.py` (regression on tokens/s plus a ranking term that asks the "
          "published grid to come first, with physical priors); every leave-one-out refit repeats that whole "
          "procedure without the held-out rows, ranking term and restarts included (five Nelder-Mead starts, the "
@@ -247,9 +247,8 @@ def main() -> int:
          "objective is flat near its minimum: two fits whose objectives differ by 0.1% can rank five near-tie "
          "rows differently, so `fit_constants.py` also refines the committed constants and keeps the lower "
          "objective (the leave-one-out refits start from the defaults only: the committed constants have "
-         "seen the held-out rows). Adding general layout preferences fitted on the rows (EP, CP, "
-         "FSDP, memory terms) ranks more rows first on the rows it was fitted on but fewer when a model "
-         "is held out (leave-one-model-out), so `search.preference` keeps its two hand-set rules."), ""]
+         "seen the held-out rows). Only ranked candidates are scored: NVIDIA's tuned layout, which `plan` "
+         "shows apart (planner.nvidia_layout), never counts here."), ""]
     if loso is not None and lomo is not None:
         lines += ["Per held-out group (median abs error):", "",
                   "| held out | rows | median |", "|---|---|---|"]

@@ -27,19 +27,79 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accuracy import errors_with, leave_one_out  # noqa: E402
-from calibration_rows import ROOT, Row, load_rows  # noqa: E402
-from fitting import RESTARTS, prepared  # noqa: E402
+from accuracy import errors_with  # noqa: E402
+from calibration_rows import GRAD_BYTES, ROOT, Row, load_rows  # noqa: E402
+from fitting import RESTARTS, fit_ranked, prepared, rank_problems  # noqa: E402
 from mbridge_launch.base.atomic import atomic_write_text  # noqa: E402
 from mbridge_launch.knowledge.vocabulary import normalize_goal  # noqa: E402
 from mbridge_launch.planner.domain import DOMAIN_FILE, architecture_kind, constants_digest, model_family  # noqa: E402
-from mbridge_launch.planner.throughput import CAL  # noqa: E402
+from mbridge_launch.planner.search import Options, search  # noqa: E402
+from mbridge_launch.planner.throughput import CAL, Calibration  # noqa: E402
 
 TARGET = ROOT / "catalog" / DOMAIN_FILE
 QUICK = (300, 2, 1)  # --quick: iterations, ranking rounds, starts per refit
 
 
-def _row_entry(row: Row, loso: float | None, lomo: float | None, in_sample: float | None) -> dict:
+GAP_TOP = 20  # candidates listed per request when the published layout's shortfall is measured
+NOT_LISTED = 1.0  # its shortfall when the published grid is not among them: no tolerance holds it
+
+
+def published_gap(row: Row, cal: Calibration, cache: dict) -> float | None:
+    """1 - predicted tokens/s of the published (TP, PP, CP, EP) grid / that of the first choice,
+    with constants `cal` (0: first; NOT_LISTED: not among the first GAP_TOP); None for a row whose
+    published layout breaks the rules (it is left out of every ranking figure)."""
+    if not row.valid:
+        return None
+    L = row.layout
+    key = (row.model, row.system, L.world, L.gbs, L.seq_length, row.precision, row.mtp_layers, row.token_drop)
+    if key not in cache:
+        cache[key] = search(row.arch, row.hw, L.world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
+                            options=Options(mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop,
+                                            grad_bytes=GRAD_BYTES, cal=cal), top=GAP_TOP).candidates
+    cands = cache[key]
+    match = next((c for c in cands if (c.layout.tp, c.layout.pp, c.layout.cp, c.layout.ep) == (L.tp, L.pp, L.cp, L.ep)),
+                 None)
+    if match is None or not cands:
+        return NOT_LISTED
+    return max(0.0, 1.0 - match.tokens_per_sec_per_gpu / cands[0].tokens_per_sec_per_gpu)
+
+
+def _held_out(task: tuple) -> tuple[str, str, list[float], list[float | None]]:
+    """One leave-one-out refit (accuracy.py's procedure: fit_ranked from the physical defaults,
+    regression plus ranking term) without group `g` of `attr`; the held-out rows' tokens/s errors
+    (the measured rows, in order) and published-layout shortfalls (every held-out row, in order)."""
+    attr, g, iters, rounds, restarts = task
+    rows = load_rows()
+    train = [r for r in rows if getattr(r, attr) != g]
+    held = [r for r in rows if getattr(r, attr) == g]
+    cal = fit_ranked(train, start=Calibration(), rounds=rounds, iters=iters, problems=rank_problems(train),
+                     restarts=restarts)
+    cache: dict = {}
+    return attr, g, errors_with(prepared(held), cal), [published_gap(r, cal, cache) for r in held]
+
+
+def leave_one_out_with_gaps(rows: list[Row], iters: int, rounds: int, restarts: int, jobs: int) -> tuple[dict, dict]:
+    """accuracy.leave_one_out's refits (system and model held out in turn, `jobs` processes),
+    returning the errors and, per held-out group, the published layouts' shortfalls."""
+    tasks = [(attr, g, iters, rounds, restarts) for attr in ("system", "model")
+             for g in sorted({getattr(r, attr) for r in rows})]
+    errors: dict[str, dict[str, list[float]]] = {"system": {}, "model": {}}
+    gaps: dict[str, dict[str, list[float | None]]] = {"system": {}, "model": {}}
+    if jobs <= 1:
+        results = map(_held_out, tasks)
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=jobs)
+        results = pool.map(_held_out, tasks)
+    for attr, g, errs, held_gaps in results:
+        errors[attr][g], gaps[attr][g] = errs, held_gaps
+        print(f"  held out {attr}={g}: {len(errs)} rows", flush=True)
+    return errors, gaps
+
+
+def _row_entry(row: Row, loso: float | None, lomo: float | None, in_sample: float | None,
+               gap_loso: float | None = None, gap_lomo: float | None = None) -> dict:
     L = row.layout
 
     def rounded(v: float | None) -> float | None:
@@ -49,7 +109,8 @@ def _row_entry(row: Row, loso: float | None, lomo: float | None, in_sample: floa
             "system": row.hw.name, "precision": row.precision, "goal": normalize_goal("pretrain"),  # every row pretrains
             "seq_length": L.seq_length, "gpus": L.world, "release": row.release, "variant": row.variant,
             "layout": f"TP{L.tp} PP{L.pp} CP{L.cp} EP{L.ep} VP{L.vp or 1} MBS{L.mbs}",
-            "loso": rounded(loso), "lomo": rounded(lomo), "in_sample": rounded(in_sample)}
+            "loso": rounded(loso), "lomo": rounded(lomo), "in_sample": rounded(in_sample),
+            "gap_loso": rounded(gap_loso), "gap_lomo": rounded(gap_lomo)}
 
 
 def summary_of(entries: list[dict]) -> dict:
@@ -69,9 +130,11 @@ def summary_of(entries: list[dict]) -> dict:
             "gpus": [min(values("gpus")), max(values("gpus"))]}
 
 
-def build(rows: list[Row], held: dict[str, dict[str, list[float]]], settings: dict) -> dict:
+def build(rows: list[Row], held: dict[str, dict[str, list[float]]], settings: dict,
+          gaps: dict[str, dict[str, list[float | None]]] | None = None) -> dict:
     """The JSON document: rows with a measured tokens/s, each with its held-out errors (the refits
-    predict the rows of `prepared`, in order, so errors pair with rows by position)."""
+    predict the rows of `prepared`, in order, so errors pair with rows by position) and the
+    published layout's held-out shortfall (`gaps`: every row of the group, in order)."""
     measured = [r for r in rows if r.tokens_per_sec]
     in_sample = dict(zip((r.index for r in measured), errors_with(prepared(measured), CAL)))
     held_out: dict[tuple[str, int], float] = {}
@@ -79,7 +142,13 @@ def build(rows: list[Row], held: dict[str, dict[str, list[float]]], settings: di
         for group, errors in groups.items():
             members = [r for r in measured if getattr(r, attr) == group]
             held_out.update({(attr, r.index): e for r, e in zip(members, errors)})
-    entries = [_row_entry(r, held_out.get(("system", r.index)), held_out.get(("model", r.index)), in_sample.get(r.index))
+    shortfall: dict[tuple[str, int], float | None] = {}
+    for attr, groups in (gaps or {}).items():
+        for group, values in groups.items():
+            members = [r for r in rows if getattr(r, attr) == group]
+            shortfall.update({(attr, r.index): v for r, v in zip(members, values)})
+    entries = [_row_entry(r, held_out.get(("system", r.index)), held_out.get(("model", r.index)), in_sample.get(r.index),
+                          shortfall.get(("system", r.index)), shortfall.get(("model", r.index)))
                for r in measured]
     return {"comment": "generated by python benchmarks/domain_table.py; do not edit by hand",
             "schema": 1, "constants": constants_digest(), "settings": settings,
@@ -107,10 +176,10 @@ def main() -> int:
         print("calibration domain is current" if same else "calibration domain is stale: run python benchmarks/domain_table.py")
         return 0 if same else 1
     start = time.time()
-    held = leave_one_out(rows, args.iters, args.rounds, args.restarts, args.jobs)
+    held, gaps = leave_one_out_with_gaps(rows, args.iters, args.rounds, args.restarts, args.jobs)
     settings = {"iters": args.iters, "rounds": args.rounds, "restarts": args.restarts,
                 "seconds": round(time.time() - start)}
-    doc = build(rows, held, settings)
+    doc = build(rows, held, settings, gaps)
     atomic_write_text(args.output, json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.output} ({len(doc['rows'])} rows, {settings['seconds']} s)")
     return 0

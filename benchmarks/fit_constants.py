@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import ROOT, load_rows  # noqa: E402
-from fitting import RESTARTS, fit_ranked, objective, predict, prepared, rank_problems  # noqa: E402
-from mbridge_launch.planner.throughput import BOUNDS, CAL, Calibration, constant  # noqa: E402
+from fitting import RESTARTS, at_bounds, fit_ranked, objective, predict, prepared, rank_problems  # noqa: E402
+from mbridge_launch.planner.throughput import CAL, Calibration  # noqa: E402
 
 TARGET = ROOT / "mbridge_launch" / "planner" / "throughput.py"
 
@@ -45,19 +45,6 @@ def render(cal) -> str:
         else:
             lines.append(f"    {f.name}={num(value)},")
     return "\n".join([*lines, ")"])
-
-
-def at_bounds(cal: Calibration, share: float = 0.01) -> list[str]:
-    """The fitted constants within `share` of their range of a bound, as "name=value (low|high)"."""
-    out = []
-    for name, b in BOUNDS.items():
-        if not b.fitted:
-            continue
-        v = constant(cal, name)
-        edge = b.high - b.low
-        if v <= b.low + share * edge or v >= b.high - share * edge:
-            out.append(f"{name}={v:.4g} ({'low' if v <= b.low + share * edge else 'high'})")
-    return out
 
 
 def main() -> int:

@@ -1,324 +1,56 @@
 """Fit the throughput model's constants (mbridge_launch.planner.throughput.Calibration) on
-published benchmark rows: a Nelder-Mead search over a robust log-error loss, every constant
-held inside its physical range (throughput.BOUNDS) by a sigmoid reparametrisation.
+published benchmark rows: a Nelder-Mead search over a robust log-error loss plus the ranking
+term, every constant held inside its physical range (throughput.BOUNDS).
 
-Pure Python on purpose (the project does not depend on numpy/scipy). Used by fit_constants.py
-(fit on every row, write the constants) and accuracy.py (refit without a system or a model).
+The fit lives in the package (mbridge_launch/planner/fitting.py, which `mbridge-launch
+calibrate` runs); this module re-exports every name fit_constants.py, accuracy.py,
+domain_table.py and the tests import from it.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
-
-from calibration_rows import GRAD_BYTES, Row, with_fitting_recompute
-from mbridge_launch.planner.search import utility
-from mbridge_launch.planner.throughput import BOUNDS, CAL, Bound, Calibration, estimate_step, out_of_bounds
-
-
-def _sig(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-max(min(x, 40.0), -40.0)))
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-6), 1 - 1e-6)
-    return math.log(p / (1 - p))
-
-
-# Where a start value outside (or on) its range is put before the fit: this share of the range
-# inside the nearer bound (a logit at the very bound has no slope for the search to follow)
-_START_MARGIN = 0.02
-
-
-def _bounded(b: Bound) -> tuple[Callable[[float], float], Callable[[float], float]]:
-    """(to internal, from internal) for a constant of range `b`: a sigmoid into [low, high], in
-    the log of the value when the range spans more than a decade (latencies, token counts), so
-    every internal value is a physical constant and the fit cannot leave the range (bounded
-    optimisation by reparametrisation: the project has no scipy)."""
-    log = b.low > 0 and b.high / b.low > 10.0
-    lo, hi = (math.log(b.low), math.log(b.high)) if log else (b.low, b.high)
-
-    def fwd(v: float) -> float:
-        u = math.log(max(v, 1e-300)) if log else v
-        share = (u - lo) / (hi - lo)
-        if not 0.0 < share < 1.0:  # outside or on a bound: start just inside it
-            share = min(max(share, _START_MARGIN), 1.0 - _START_MARGIN)
-        return _logit(share)
-
-    def back(x: float) -> float:
-        u = lo + (hi - lo) * _sig(x)
-        v = math.exp(u) if log else u
-        return min(max(v, b.low), b.high)  # rounding of exp/log never leaves the range
-
-    return fwd, back
-
-
-# every constant BOUNDS marks fitted, in BOUNDS' order; the others (references) keep their value
-PARAMS: list[tuple[str, tuple[Callable, Callable]]] = [(name, _bounded(b)) for name, b in BOUNDS.items() if b.fitted]
-
-
-_DICTS = ("gemm_eff", "generation", "host_latency")
-
-
-# Physical priors (centre, spread of the log): datasheet-style GEMM efficiencies, flash
-# attention efficiency, launch latencies, ... A constant that strays one spread from its centre
-# costs as much as one row mispredicted by DELTA. They keep the fit physical when the rows cannot
-# tell two constants apart, which is what makes it generalise to unseen systems and models; the
-# hard ranges are BOUNDS (every centre lies inside its range).
-PRIORS: dict[str, tuple[float, float]] = {
-    "gemm_eff.bf16": (0.75, 0.08), "gemm_eff.fp8": (0.65, 0.2), "gemm_eff.fp8mx": (0.62, 0.2),
-    "gemm_eff.nvfp4": (0.50, 0.3), "attn_eff": (0.45, 0.3), "attn_half_tokens": (256.0, 0.7), "exp_share": (0.3, 0.7),
-    "moe_eff": (0.6, 0.4), "moe_lowp_gain": (1.4, 0.3), "moe_half_tokens": (1500.0, 0.7),
-    "elementwise": (1.3, 0.5), "generation.hopper": (0.95, 0.1), "generation.blackwell_ultra": (0.95, 0.1),
-    "layer_latency_s": (2e-4, 1.0), "moe_sync_s": (5e-4, 1.0), "tp_exposed": (0.3, 0.7),
-    "cp_exposed": (0.3, 0.7), "ep_exposed": (0.4, 0.7), "dp_exposed": (0.2, 1.0),
-    "fsdp_exposed": (0.3, 0.7), "p2p_latency_s": (5e-5, 1.0),
-    "ring_step_s": (1e-5, 1.0), "host_latency.grace": (0.8, 0.5),
-}
-DELTA = 0.06
-# The published rows run every dense model in FP8/FP4 and only MoE models in BF16, so they cannot
-# pin the dense BF16 GEMM efficiency (unconstrained, fits wander to 0.35 or 0.85); its prior is
-# tight around what BF16 GEMMs reach on Hopper and Blackwell.
-
-
-def prior_penalty(cal: Calibration) -> float:
-    total = 0.0
-    for name, (centre, spread) in PRIORS.items():
-        z = (math.log(max(_get(cal, name), 1e-15)) - math.log(centre)) / spread
-        total += 0.5 * z * z * DELTA * DELTA
-    return total
-
-
-def _get(cal: Calibration, name: str) -> float:
-    group, _, key = name.partition(".")
-    if group in _DICTS:
-        return getattr(cal, group)[key]
-    return getattr(cal, name)
-
-
-def to_vector(cal: Calibration) -> list[float]:
-    return [fwd(_get(cal, name)) for name, (fwd, _) in PARAMS]
-
-
-def from_vector(x: Sequence[float], base: Calibration = CAL) -> Calibration:
-    values: dict = {group: dict(getattr(base, group)) for group in _DICTS}
-    for (name, (_, back)), xi in zip(PARAMS, x):
-        group, _, key = name.partition(".")
-        if group in _DICTS:
-            values[group][key] = back(xi)
-        else:
-            values[name] = back(xi)
-    return replace(base, **values)
-
-
-def prepared(rows: Sequence[Row]) -> list[tuple[Row, object]]:
-    """Rows with a measured tokens/s, paired with the layout (and recompute) to estimate."""
-    return [(r, with_fitting_recompute(r)) for r in rows if r.tokens_per_sec]
-
-
-def predict(row: Row, layout, cal: Calibration) -> float:
-    est = estimate_step(row.arch, row.hw, layout, row.precision, mtp_layers=row.mtp_layers,
-                        moe_token_drop=row.token_drop, cal=cal, grad_bytes=GRAD_BYTES)
-    return est.tokens_per_sec_per_gpu
-
-
-def loss(items, cal: Calibration, delta: float = DELTA) -> float:
-    """Pseudo-Huber on log errors (quadratic below `delta`, linear above: robust to the rows a
-    software release made much faster or slower) plus the priors, per row."""
-    total = prior_penalty(cal)
-    for row, layout in items:
-        err = math.log(predict(row, layout, cal) / row.tokens_per_sec)
-        total += delta * delta * (math.sqrt(1.0 + (err / delta) ** 2) - 1.0)
-    return total / max(len(items), 1)
-
-
-def nelder_mead(f: Callable[[list[float]], float], x0: list[float], step: float = 0.5,
-                iters: int = 3000, tol: float = 1e-9) -> tuple[list[float], float]:
-    n = len(x0)
-    simplex = [list(x0)]
-    for i in range(n):
-        x = list(x0)
-        x[i] += step
-        simplex.append(x)
-    values = [f(x) for x in simplex]
-    for _ in range(iters):
-        order = sorted(range(n + 1), key=values.__getitem__)
-        simplex = [simplex[i] for i in order]
-        values = [values[i] for i in order]
-        if abs(values[-1] - values[0]) < tol:
-            break
-        centroid = [sum(x[i] for x in simplex[:-1]) / n for i in range(n)]
-        worst = simplex[-1]
-        reflect = [c + (c - w) for c, w in zip(centroid, worst)]
-        fr = f(reflect)
-        if fr < values[0]:
-            expand = [c + 2 * (c - w) for c, w in zip(centroid, worst)]
-            fe = f(expand)
-            simplex[-1], values[-1] = (expand, fe) if fe < fr else (reflect, fr)
-        elif fr < values[-2]:
-            simplex[-1], values[-1] = reflect, fr
-        else:
-            contract = [c + 0.5 * (w - c) for c, w in zip(centroid, worst)]
-            fc = f(contract)
-            if fc < values[-1]:
-                simplex[-1], values[-1] = contract, fc
-            else:
-                best = simplex[0]
-                simplex = [best] + [[b + 0.5 * (x - b) for b, x in zip(best, xs)] for xs in simplex[1:]]
-                values = [values[0]] + [f(x) for x in simplex[1:]]
-    i = min(range(n + 1), key=values.__getitem__)
-    return simplex[i], values[i]
-
-
-def fit(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, iters: int = 2500) -> Calibration:
-    """Fit the constants on `rows`; restarts shake the simplex out of early collapses."""
-    items = prepared(rows)
-    x = to_vector(start)
-    best = math.inf
-    for r in range(rounds):
-        x, value = nelder_mead(lambda v: loss(items, from_vector(v)), x, step=0.6 / (r + 1), iters=iters)
-        if best - value < 1e-7:
-            break
-        best = value
-    return physical(from_vector(x))
-
-
-def physical(cal: Calibration) -> Calibration:
-    """`cal`, after checking that every constant lies in its physical range (BOUNDS): a fit
-    outside it is a bug of the fit, never a result to write."""
-    bad = out_of_bounds(cal)
-    if bad:
-        raise ValueError("fitted constants outside their physical range: " + "; ".join(bad))
-    return cal
-
-
-# ---------------------------------------------------------------------- ranking term
-# NVIDIA tuned each published layout: among the layouts that fit, it was the fastest they found.
-# The ranking term asks the model to agree (the published grid ahead of every other grid, with a
-# soft margin), which pins the constants that only matter for the layouts NOT chosen (latency
-# per micro-batch, exposed communication, FSDP), and which the regression alone cannot see.
-RANK_TAU = 0.02
-RESTARTS = 5  # starts per fit (fit_constants.py and every leave-one-out refit of accuracy.py)
-RANK_WEIGHT = 3.0
-SHORTLIST = 12
-
-
-@dataclass
-class RankProblem:
-    row: Row
-    target: tuple
-    weight: int
-    variants: dict  # grid key -> list of feasible layouts (every MBS/VP with its lightest recompute)
-    shortlist: list = field(default_factory=list)  # layouts evaluated during one fitting round
-
-
-def _grid_key(L) -> tuple:
-    return (L.tp, L.pp, L.cp, L.ep, L.etp_size, L.fsdp)
-
-
-def rank_problems(rows: Sequence[Row]) -> list[RankProblem]:
-    from mbridge_launch.planner.search import Options, feasible_grids, grid_variants
-
-    problems: dict[tuple, RankProblem] = {}
-    for row in rows:
-        if not row.valid:
-            continue
-        L = row.layout
-        key = (row.model, row.system, L.world, L.gbs, L.seq_length, row.precision, row.mtp_layers, row.token_drop,
-               (L.tp, L.pp, L.cp, L.ep))
-        if key in problems:
-            problems[key].weight += 1
-            continue
-        variants: dict = {}
-        opts = Options(grad_bytes=GRAD_BYTES)
-        for grid in feasible_grids(row.arch, row.hw, L.world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
-                                   options=opts):
-            found = [(layout, mem.total / row.hw.hbm_gb)
-                     for layout, mem in grid_variants(row.arch, row.hw, grid, row.precision, "pretrain", opts)]
-            if found:
-                variants[_grid_key(grid)] = found
-        problems[key] = RankProblem(row, (L.tp, L.pp, L.cp, L.ep), 1, variants)
-    return list(problems.values())
-
-
-def _model_for(p: RankProblem, cal: Calibration):
-    from mbridge_launch.planner.throughput import step_model
-
-    r = p.row
-    return step_model(r.arch, r.hw, r.precision, mtp_layers=r.mtp_layers, moe_token_drop=r.token_drop, cal=cal,
-                      grad_bytes=GRAD_BYTES)
-
-
-def refresh_shortlists(problems: list[RankProblem], cal: Calibration) -> None:
-    """Keep, per problem, the best three layouts of the published grid and the best two of the
-    SHORTLIST best other grids under `cal` (the others cannot move the soft maximum)."""
-    for p in problems:
-        model = _model_for(p, cal)
-        scored = []
-        target = []
-        for key, layouts in p.variants.items():
-            speeds = sorted(((utility(model.step(L).tokens_per_sec_per_gpu, f, L), i) for i, (L, f) in enumerate(layouts)),
-                            reverse=True)
-            if key[:4] == p.target:
-                target.extend((u, layouts[i]) for u, i in speeds[:3])
-                continue
-            scored.append((speeds[0][0], [layouts[i] for _, i in speeds[:2]]))
-        scored.sort(key=lambda item: -item[0])
-        target.sort(key=lambda item: -item[0])
-        p.shortlist = [[layout for _, layout in target[:3]]] + [layouts for _, layouts in scored[:SHORTLIST]]
-
-
-def rank_loss(problems: list[RankProblem], cal: Calibration) -> float:
-    total = weight = 0.0
-    for p in problems:
-        if not p.shortlist or not p.shortlist[0]:
-            continue
-        model = _model_for(p, cal)
-        best = max(utility(model.step(L).tokens_per_sec_per_gpu, f, L) for L, f in p.shortlist[0])
-        acc = 0.0
-        for layouts in p.shortlist[1:]:
-            alt = max(utility(model.step(L).tokens_per_sec_per_gpu, f, L) for L, f in layouts)
-            acc += math.exp(min((alt - best) / RANK_TAU, 50.0))
-        total += p.weight * DELTA * RANK_TAU * math.log1p(acc)
-        weight += p.weight
-    return total / max(weight, 1.0)
-
-
-def objective(items, problems: list[RankProblem], cal: Calibration) -> float:
-    """What fit_ranked minimises: regression loss (with priors) plus the weighted ranking term,
-    with the shortlists of `cal` itself."""
-    refresh_shortlists(problems, cal)
-    return loss(items, cal) + RANK_WEIGHT * rank_loss(problems, cal)
-
-
-def perturbed(start: Calibration, seed: int, spread: float = 0.4) -> Calibration:
-    """`start` with every constant moved by up to +-spread in its internal (log/logit) scale;
-    seed 0 is `start` itself. Deterministic, so a fit can be repeated exactly."""
-    if seed == 0:
-        return start
-    import random
-
-    rnd = random.Random(seed)
-    return from_vector([v + rnd.uniform(-spread, spread) for v in to_vector(start)], start)
-
-
-def fit_ranked(rows: Sequence[Row], start: Calibration = CAL, rounds: int = 3, iters: int = 1500,
-               problems: list[RankProblem] | None = None, restarts: int = 1) -> Calibration:
-    """Fit on the regression loss plus the ranking term (shortlists refreshed every round). With
-    restarts > 1, Nelder-Mead runs from `start` and from restarts - 1 perturbed starts (seeds 1,
-    2, ...) and the fit with the lowest objective wins: the search gets stuck in local minima."""
-    items = prepared(rows)
-    problems = rank_problems(rows) if problems is None else problems
-    best: tuple[float, Calibration] | None = None
-    for seed in range(restarts):
-        x = to_vector(fit(rows, start=perturbed(start, seed), rounds=2, iters=iters))  # regression alone first
-        for r in range(rounds):
-            refresh_shortlists(problems, from_vector(x))
-            x, _ = nelder_mead(lambda v: loss(items, from_vector(v)) + RANK_WEIGHT * rank_loss(problems, from_vector(v)),
-                               x, step=0.5 / (r + 1), iters=iters)
-        cal = from_vector(x)
-        value = objective(items, problems, cal) if restarts > 1 else 0.0
-        if best is None or value < best[0]:
-            best = (value, cal)
-    return physical(best[1])
+import calibration_rows  # noqa: F401 - puts the repository root on sys.path first
+from mbridge_launch.planner.fitting import (  # noqa: F401
+    _DICTS,
+    _START_MARGIN,
+    BOUNDS,
+    CAL,
+    DELTA,
+    GRAD_BYTES,
+    PARAMS,
+    PRIORS,
+    RANK_TAU,
+    RANK_WEIGHT,
+    RESTARTS,
+    SHORTLIST,
+    Bound,
+    Calibration,
+    RankProblem,
+    Row,
+    _bounded,
+    _get,
+    _grid_key,
+    _logit,
+    _model_for,
+    _sig,
+    at_bounds,
+    estimate_step,
+    fit,
+    fit_ranked,
+    from_vector,
+    loss,
+    nelder_mead,
+    objective,
+    out_of_bounds,
+    perturbed,
+    physical,
+    predict,
+    prepared,
+    prior_penalty,
+    rank_loss,
+    rank_problems,
+    refresh_shortlists,
+    to_vector,
+    utility,
+    with_fitting_recompute,
+)

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "catalog": "mbridge_launch.cli.commands.catalog",
     "plan": "mbridge_launch.cli.commands.plan",
     "estimate": "mbridge_launch.cli.commands.estimate",
+    "calibrate": "mbridge_launch.cli.commands.calibrate",
     "preflight": "mbridge_launch.cli.commands.preflight",
     "submit": "mbridge_launch.cli.commands.submit",
     "runs": "mbridge_launch.cli.commands.runs",
@@ -37,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "versions": "mbridge_launch.cli.commands.versions",
     "diagnose": "mbridge_launch.cli.commands.diagnose",
     "doctor": "mbridge_launch.cli.commands.doctor",
+    "tune": "mbridge_launch.cli.commands.tune",
 }
 
 

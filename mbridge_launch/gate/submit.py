@@ -136,11 +136,17 @@ def confirm_submission(plan: Plan, options: GateOptions, policy: Any = None) -> 
     need_name = hours > threshold
     prompt = (t("gate.prompt_name", hours=hours, threshold=threshold, name=plan.name) if need_name
               else t("gate.prompt_yes", name=plan.name))
+    return typed_confirmation(options.ask, prompt, plan.name, need_name)
+
+
+def typed_confirmation(ask: Callable[[str], str], prompt: str, name: str, need_name: bool) -> str:
+    """Ask `prompt`: the run name always confirms ('typed-name'), "yes" only below the GPU-hour
+    level (`need_name` false: 'typed-yes'); anything else (or end of input) aborts."""
     try:
-        answer = options.ask(prompt).strip()
+        answer = ask(prompt).strip()
     except EOFError:
         answer = ""
-    if answer == plan.name:
+    if answer == name:
         return "typed-name"
     if not need_name and answer.lower() in ("yes", "y"):
         return "typed-yes"

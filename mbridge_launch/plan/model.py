@@ -50,7 +50,7 @@ PLAN_SCHEMA_VERSION = 1
 Mode = Literal["pretrain", "sft", "lora", "dora"]  # vocabulary.GOALS (a test keeps them equal)
 RecipeKind = Literal["library", "benchmark"]
 ChangeClass = Literal["convergence", "execution", "benchmark_only"]
-ChangeSource = Literal["user", "resize", "planner", "launcher", "dataset", "repair"]  # planner: `plan -o`'s layout; repair: plan.recipe_repairs
+ChangeSource = Literal["user", "resize", "planner", "launcher", "dataset", "repair", "tune"]  # planner: `plan -o`'s layout; repair: plan.recipe_repairs; tune: the layout `tune` measured fastest
 Recompute = Literal["none", "selective", "full"]
 LaunchShape = Literal["srun", "torchrun"]
 Severity = Literal["error", "warning", "info"]
@@ -474,6 +474,18 @@ class Launch(_Strict):
     )
 
 
+class EstimateDomain(_Strict):
+    inside: bool
+    outside: list[str] = Field(default_factory=list)
+
+
+class EstimateBand(_Strict):
+    median: Figure
+    p90: Figure
+    held_out: str
+    rows: int = Field(ge=0)
+
+
 class Estimates(_Strict):
     """What recommend estimated, for the card: shown, never trusted by a check (preflight
     recomputes memory from the architecture)."""
@@ -486,6 +498,10 @@ class Estimates(_Strict):
     model_tflops_per_gpu: Optional[Figure] = None
     mfu: Optional[Figure] = None
     gpu_hours_at_time_limit: Optional[Figure] = None
+    # planner.domain: inside the calibrated domain (and the dimensions outside it), and the
+    # leave-one-out error band of the throughput estimate (fractions, and what it was held out on)
+    domain: Optional[EstimateDomain] = None
+    error_band: Optional[EstimateBand] = None
 
 
 class PlanWarning(_Strict):
@@ -527,6 +543,31 @@ class AcceptedCheck(_Strict):
     reason: str = Field(min_length=1, description="why it is safe here (shown on every preflight and plan card)")
 
 
+class TuneTrial(_Strict):
+    """One trial of `tune` (mbridge_launch/tune): its layout, its job and what it measured."""
+
+    name: str
+    layout: str = Field(description="the layout, one line (TP= PP= VP= CP= EP= MBS= recompute=)")
+    planner_rank: Optional[int] = Field(default=None, description="its rank in the planner's order")
+    predicted_tokens_per_sec_per_gpu: Optional[Figure] = None
+    job_id: Optional[str] = None
+    state: str = Field(description="the ledger's final state of the trial run")
+    step_time_s: Optional[Figure] = None
+    tokens_per_sec_per_gpu: Optional[Figure] = None
+    peak_memory_gb: Optional[Figure] = None
+    diagnosis: Optional[str] = Field(default=None, description="why it failed, one line")
+    won: bool = False
+
+
+class TuneRecord(_Strict):
+    """What `tune` measured for this Plan's layout, and which trial won (its layout is the Plan's)."""
+
+    at: str = Field(description="when (UTC, ISO 8601)")
+    steps: int = Field(ge=1, le=MAX_ITERATION)
+    trials: list[TuneTrial] = Field(default_factory=list)
+    winner: Optional[str] = Field(default=None, description="name of the winning trial")
+
+
 class Plan(_Strict):
     schema_version: int = PLAN_SCHEMA_VERSION
     name: str = Field(description="run name; job name and checkpoint folder")
@@ -545,6 +586,7 @@ class Plan(_Strict):
     warnings: list[PlanWarning] = Field(default_factory=list)
     auto_rollback: AutoRollback = Field(default_factory=AutoRollback)
     accepted_checks: list[AcceptedCheck] = Field(default_factory=list)
+    tune: Optional[TuneRecord] = Field(default=None, description="the measurements of `tune`, if it ran")
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -600,6 +642,12 @@ class Plan(_Strict):
         data = self.model_dump(mode="json", by_alias=True)
         if not data.get("accepted_checks"):
             data.pop("accepted_checks", None)  # plans without acceptances keep the hash they always had
+        if data.get("tune") is None:
+            data.pop("tune", None)  # likewise plans never tuned
+        estimates = data.get("estimates") or {}
+        for name in ("domain", "error_band"):  # likewise plans written before estimates said their domain
+            if estimates.get(name) is None:
+                estimates.pop(name, None)
         if data.get("launch", {}).get("python") is None:
             data.get("launch", {}).pop("python", None)  # likewise plans that keep the default interpreter
         return data
@@ -648,11 +696,27 @@ def read_plan_text(path: str | Path) -> str:
 
 def plan_from_dict(data: Any, where: str = "<plan>") -> Plan:
     if not isinstance(data, dict):
-        raise PlanInvalid(where, [("(top level)", "plan.error.mapping", {"value": _shown(data)})])
+        # the file's content is never echoed: a path given as a Plan may be a secret (a token file
+        # reads as one YAML string); its YAML kind is enough to say what is wrong
+        raise PlanInvalid(where, [("(top level)", "plan.error.mapping", {"value": _yaml_kind(data)})])
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
         raise plan_invalid(where, exc) from None
+
+
+def _yaml_kind(data: Any) -> str:
+    """The YAML tag of a document that is not a mapping (!!seq, !!str, ...): the same in every
+    language, and nothing of the content."""
+    if data is None:
+        return "!!null"
+    if isinstance(data, bool):
+        return "!!bool"
+    if isinstance(data, int):
+        return "!!int"
+    if isinstance(data, float):
+        return "!!float"
+    return "!!seq" if isinstance(data, list) else "!!str"
 
 
 def plan_invalid(where: str, exc: ValidationError) -> "PlanInvalid":

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field, fields
@@ -90,11 +91,25 @@ class CalibrationRow:
     loso: float | None  # relative error of tokens/s, leave-one-system-out refit
     lomo: float | None  # leave-one-model-out refit
     in_sample: float | None = None  # with the committed constants (for reference only)
+    # the held-out refit's predicted shortfall of the published layout against its first choice,
+    # 1 - tokens/s(published grid) / tokens/s(first): how far below the first the layout NVIDIA
+    # found fastest was predicted (0: it was first; 1.0: not among the candidates listed). The
+    # near-tie set's tolerance comes from these, not from the absolute error: a bias common to
+    # every layout of a request (the system, the model) does not move their order.
+    gap_loso: float | None = None
+    gap_lomo: float | None = None
+    release: str = ""  # the container release the row was published for (benchmarks hold one out)
 
     def held_out(self, kind: str) -> float | None:
         """|error| of the held-out refit `kind` ("system", "model" or "worst" of the two)."""
         values = {"system": [self.loso], "model": [self.lomo], "worst": [self.loso, self.lomo]}[kind]
         known = [abs(v) for v in values if v is not None]
+        return max(known) if known else None
+
+    def held_out_gap(self, kind: str) -> float | None:
+        """The published layout's predicted shortfall under the held-out refit `kind` (as held_out)."""
+        values = {"system": [self.gap_loso], "model": [self.gap_lomo], "worst": [self.gap_loso, self.gap_lomo]}[kind]
+        known = [v for v in values if v is not None]
         return max(known) if known else None
 
 
@@ -286,32 +301,85 @@ def _p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
-def error_band(domain: Domain, table: Table | None = None) -> ErrorBand:
-    """The held-out error of the nearest calibrated rows (module docstring: which error, which
-    rows, how it widens outside the domain)."""
-    table = table or load_table()
+def _nearest(domain: Domain, table: Table, value: Any) -> tuple[str, tuple[str, ...], list[float], float, list[str]]:
+    """(held-out kind, tier, the rows' values, widening factor, dimensions widened for): the
+    values `value(row, kind)` of the nearest calibrated rows (module docstring: which held-out
+    refit, which rows, how it widens outside the domain)."""
     req = domain.request
     loo = _loo_kind(req, table)
     attrs = {"system": lambda r: r.system == req.system, "precision": lambda r: r.precision == req.precision,
              "family": lambda r: (r.family, r.kind) == (req.family, req.kind)}
-    values = {"system": req.system, "precision": req.precision, "family": req.family_key}
     chosen: tuple[str, ...] = ()
-    errors: list[float] = []
+    found: list[float] = []
     for tier in NEAREST_TIERS:
-        found = [e for r in table.rows if all(attrs[a](r) for a in tier) and (e := r.held_out(loo)) is not None]
+        found = [e for r in table.rows if all(attrs[a](r) for a in tier) and (e := value(r, loo)) is not None]
         if len(found) >= MIN_ROWS or not tier:
-            chosen, errors = tier, found
+            chosen = tier
             break
     covered = {"system": {"system"}, "model": {"family"}, "worst": {"system", "family"}}[loo]
     outside = domain.outside
     uncovered = [d for d in outside if d not in covered]
     if loo == "worst" and "system" in outside and "family" in outside:
         uncovered.append("family")  # the worse of the two refits measures one new dimension, not both
-    factor = WIDEN ** len(uncovered)
+    return loo, chosen, found, WIDEN ** len(uncovered), uncovered
+
+
+def _scope(domain: Domain, tier: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    req = domain.request
+    values = {"system": req.system, "precision": req.precision, "family": req.family_key}
+    return tuple((a, values[a]) for a in tier)
+
+
+def error_band(domain: Domain, table: Table | None = None) -> ErrorBand:
+    """The held-out error of the nearest calibrated rows (module docstring: which error, which
+    rows, how it widens outside the domain)."""
+    table = table or load_table()
+    loo, chosen, errors, factor, uncovered = _nearest(domain, table, lambda r, kind: r.held_out(kind))
     median = min(statistics.median(errors) * factor, MAX_BAND) if errors else MAX_BAND
     p90 = min(_p90(sorted(errors)) * factor, MAX_BAND) if errors else MAX_BAND
-    return ErrorBand(median, max(p90, median), len(errors), loo, tuple((a, values[a]) for a in chosen), factor,
-                     tuple(uncovered))
+    return ErrorBand(median, max(p90, median), len(errors), loo, _scope(domain, chosen), factor, tuple(uncovered))
+
+
+# ---------------------------------------------------------------------- the near-tie tolerance
+TIE_COVERAGE = 0.9  # the share of held-out published layouts the near-tie set is to hold
+
+
+@dataclass(frozen=True)
+class TieBand:
+    """How far below the first a layout may be predicted and still be a near-tie: the
+    TIE_COVERAGE quantile of the held-out refits' predicted shortfall of the published layout
+    (CalibrationRow.gap_*) over the nearest rows, widened outside the domain like the error
+    band. Without gap figures (an older table) it falls back to the error band's median."""
+
+    within: float
+    rows: int
+    loo: str
+    scope: tuple[tuple[str, str], ...]
+    widen: float = 1.0
+    widened_for: tuple[str, ...] = ()
+    measured: bool = True  # False: the error band's median stands in (no gap figures)
+
+    def basis(self, lang: str | None = None) -> str:
+        scope = " ".join(v for _, v in self.scope) if self.scope else t("planner.domain.scope_all", lang=lang)
+        key = "planner.domain.tie_basis" if self.measured else "planner.domain.basis"
+        text = t(key, lang=lang, loo=t(f"planner.domain.loo.{self.loo}", lang=lang), rows=self.rows, scope=scope,
+                 coverage=TIE_COVERAGE)
+        if self.widened_for:
+            text += t("planner.domain.widened", lang=lang, factor=self.widen, dims=", ".join(self.widened_for))
+        return text
+
+
+def tie_band(domain: Domain, table: Table | None = None, band: ErrorBand | None = None) -> TieBand:
+    table = table or load_table()
+    loo, chosen, gaps, factor, uncovered = _nearest(domain, table, lambda r, kind: r.held_out_gap(kind))
+    if not gaps:
+        band = band or error_band(domain, table)
+        return TieBand(band.median, band.rows, band.loo, band.scope, band.widen, band.widened_for, measured=False)
+    ordered = sorted(gaps)
+    # the smallest tolerance that holds TIE_COVERAGE of the rows' published layouts
+    index = min(len(ordered) - 1, max(0, math.ceil(TIE_COVERAGE * len(ordered)) - 1))
+    within = min(ordered[index] * factor, MAX_BAND)
+    return TieBand(within, len(gaps), loo, _scope(domain, chosen), factor, tuple(uncovered))
 
 
 # ---------------------------------------------------------------------- what estimates carry
@@ -319,6 +387,11 @@ def error_band(domain: Domain, table: Table | None = None) -> ErrorBand:
 class Assessment:
     domain: Domain
     band: ErrorBand
+    tie: TieBand | None = None  # the near-tie tolerance (plan's near-tie set)
+
+    def near_tie(self) -> TieBand:
+        """The near-tie tolerance: `tie`, else (an Assessment built without it) from the table."""
+        return self.tie if self.tie is not None else tie_band(self.domain, band=self.band)
 
     def text(self, lang: str | None = None) -> str:
         """"inside the calibrated domain (error ±X%)" or "extrapolated: <why> (error band ±Y%)"."""
@@ -337,4 +410,5 @@ def assess(model: str, arch: ModelArch | None, system: str, precision: str, goal
     """The domain and the error band of one request (what `estimate` and `plan` print)."""
     table = table or load_table()
     domain = domain_of(model, arch, system, precision, goal, seq_length, gpus, table)
-    return Assessment(domain, error_band(domain, table))
+    band = error_band(domain, table)
+    return Assessment(domain, band, tie_band(domain, table, band))

@@ -61,6 +61,12 @@ class MemoryBreakdown:
     hbm_gb: float | None = None
     fp8_copies: float = 0.0  # fp8 weight copies beside bf16 weights (fp8_param_gather off)
     dispatcher: float = 0.0  # MoE token dispatcher buffers
+    # what the figures assume (shown by plan and estimate, so a Plan and an estimate can be
+    # compared setting by setting): the selective-recompute modules charged (empty: none),
+    # fp8_param_gather (None: not an FP8 run), the dispatcher (None: the largest buffer counted)
+    recompute_modules: tuple[str, ...] = ()
+    fp8_param_gather: bool | None = None
+    moe_dispatcher: str | None = None
 
     @property
     def total(self) -> float:
@@ -394,6 +400,9 @@ class _MemoryModel:
             weights=weights / GIB, gradients=grads / GIB, optimizer=optim / GIB, activations=activations / GIB,
             logits=logits / GIB, allowance=allowance / GIB, stage=stage, hbm_gb=hbm_gb,
             fp8_copies=fp8_copies / GIB, dispatcher=dispatch / GIB,
+            recompute_modules=tuple(sorted(effective_modules(L, arch, self.precision))),
+            fp8_param_gather=gather if self.precision.startswith("fp8") else None,
+            moe_dispatcher=L.moe_dispatcher if counts.get("E") else None,
         )
 
 

@@ -36,6 +36,9 @@ class Recommendation:
     estimate: Any = None
     notes: list[str] = field(default_factory=list)
     refit_cause: Any = None  # a Msg: why the layout moved at the recipe's own count, when not memory
+    # planner.domain.Assessment of the estimate: inside the calibrated domain or extrapolated, and
+    # the leave-one-out error band (None without an estimate)
+    assessment: Any = None
 
 
 def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = None) -> Any:
@@ -174,6 +177,10 @@ def recommend(request: Request) -> Recommendation:
     rec.layout = layout
     same = layout == resized.layout
     rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal)
+    if rec.estimate is not None:
+        from mbridge_launch.planner.domain import assess
+
+        rec.assessment = assess(model, arch, gpu_type, precision, request.goal, layout.seq_length, world)
     changes.record_layout_changes(rec, _recipe_layout(recipe, world, overrides), layout)
     changes.record_split_changes(rec, recipe_split(recipe), layout.split)
     changes.record_user_changes(rec)

@@ -99,13 +99,17 @@ def record_split_changes(rec: Any, before: Any, after: Any) -> None:
         return
     user_keys = {o.path for o in rec.request.overrides}
     old = before.settings()
+    # a shipped layout whose layers do not split over its stages keeps its layout and gets the
+    # split Megatron needs (SHIPPED_SPLIT_ADDED): a repair of the recipe, so the Plan still runs
+    # the shipped layout (plan.shipped.plan_is_shipped) and preflight judges it as recommend did
+    source = "repair" if any(code == "SHIPPED_SPLIT_ADDED" for code, _ in rec.warnings) else "resize"
     for key, value in after.to_overrides(relative_to=before):
         if key in user_keys:
             continue
         cls = classify(key)
         previous = old[key.removeprefix("model.")]
         rec.changes.append(_change(key, previous, value, cls.change_class, _resize_reason(rec, rec.layout, cls.reason_key),
-                                   "resize"))
+                                   source))
 
 
 def _record_seq_length(rec: Any, key: str, old: Any, new: Any, user_keys: set[str]) -> None:

@@ -162,6 +162,16 @@ def build_plan(rec: Any, flags: ClusterFlags) -> Plan:
         raise plan_invalid("recommend", exc) from None
 
 
+def _domain_fields(assessment: Any) -> dict[str, Any]:
+    """The Plan's record of planner.domain's assessment (none without one)."""
+    if assessment is None:
+        return {}
+    band = assessment.band
+    return {"domain": {"inside": assessment.domain.inside, "outside": list(assessment.domain.outside)},
+            "error_band": {"median": round(band.median, 4), "p90": round(band.p90, 4), "held_out": band.loo,
+                           "rows": band.rows}}
+
+
 def _build_plan(rec: Any, flags: ClusterFlags) -> Plan:
     layout = rec.layout
     name = _run_name(flags.name if flags.name is not None else default_run_name(rec))
@@ -194,6 +204,7 @@ def _build_plan(rec: Any, flags: ClusterFlags) -> Plan:
             model_tflops_per_gpu=_round(getattr(est, "model_tflops_per_gpu", None), 1),
             mfu=_round(getattr(est, "mfu", None), 3),
             gpu_hours_at_time_limit=round(world * slurm_time.hours(flags.time), 1),
+            **_domain_fields(rec.assessment),
         )
     else:
         estimates = Estimates(hbm_gb=rec.hardware.hbm_gb, gpu_hours_at_time_limit=round(world * slurm_time.hours(flags.time), 1))

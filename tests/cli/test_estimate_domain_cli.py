@@ -58,7 +58,7 @@ def test_plan_text_says_the_domain_once_and_the_near_tie_set(capsys):
     data = json.loads(out)
     ties = data["near_tie_set"]
     ranks = [x["rank"] for x in ties["layouts"]]
-    assert ranks[0] == 1 and ties["within"] == data["error_band"]["median"] > 0
+    assert ranks[0] == 1 and ties["within"] > 0 and "NVIDIA published" in ties["basis"]
     for tie in ties["layouts"]:
         cand = data["candidates"][tie["rank"] - 1]
         assert (tie["tp"], tie["pp"], tie["ep"], tie["tokens_per_sec_per_gpu"]) == \
@@ -81,3 +81,18 @@ def test_a_set_cut_by_top_says_it_may_go_on(capsys, top):
     ties = data["near_tie_set"]
     cut = len(ties["layouts"]) == len(data["candidates"]) == int(top)
     assert ties["complete"] is (not cut)
+
+
+def test_recommend_card_and_plan_carry_the_domain_and_error_band(capsys, tmp_path):
+    plan_file = tmp_path / "plan.yaml"
+    code, out, err = run(capsys, "--lang", "en", "recommend", "--model", "llama3_8b", "--gpus", "8", "--gpu-type",
+                         "h200", "-o", str(plan_file))
+    assert code == 0, err
+    assert any(x.strip().startswith("Extrapolated: ") and "no h200 row" in x for x in out.splitlines())
+    import yaml
+
+    est = yaml.safe_load(plan_file.read_text())["estimates"]
+    assert est["domain"]["inside"] is False and "system" in est["domain"]["outside"]
+    assert 0 < est["error_band"]["median"] <= est["error_band"]["p90"] and est["error_band"]["rows"] >= 3
+    code, out, _ = run(capsys, "--lang", "zh", "recommend", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h200")
+    assert code == 0 and any(x.strip().startswith("外推：") for x in out.splitlines())

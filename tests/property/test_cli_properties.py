@@ -88,6 +88,9 @@ def bases(world: H.World, box: H.Sandbox) -> dict[CommandPath, list[Slot]]:
         ("catalog", "diff"): [Slot("old", ["0.6.2"]), Slot("new", ["0.6.2"])],
         ("plan",): [Slot("--model", ["llama3_8b"]), Slot("--gpus", ["8"]), Slot("--top", ["1"])],
         ("estimate",): [Slot("--model", ["llama3_8b"]), Slot("--gpus", ["8"]), Slot("--tp", ["2"])],
+        # two rows and one iteration: seconds, not the minute of a real fit
+        ("calibrate",): [Slot("--rows", [str(H.ROOT / "tests/fixtures/calibration/rows_two.csv")]),
+                         Slot("--no-shipped-rows", []), Slot("--iters", ["1"]), Slot("--output", [str(box.out / "cal.json")])],
         ("preflight",): [Slot("plan", [plan]), Slot("--no-cluster", [])],
         ("submit",): [Slot("plan", [plan]), Slot("--dry-run", [])],
         ("runs",): [Slot("--no-refresh", [])],
@@ -103,6 +106,7 @@ def bases(world: H.World, box: H.Sandbox) -> dict[CommandPath, list[Slot]]:
         ("versions",): [],
         ("doctor",): [],
         ("diagnose",): [Slot("targets", [run])],
+        ("tune",): [Slot("plan", [plan]), Slot("--dry-run", [])],
     }
 
 

@@ -232,7 +232,29 @@ def estimate_args(plan: dict) -> list[str]:
         args += ["--recompute-layers", overrides["model.recompute_num_layers"]]
     if overrides.get("model.cp_comm_type"):
         args += ["--cp-comm-type", overrides["model.cp_comm_type"]]
-    return args + ["--format", "json"]
+    return args + memory_setting_args(plan) + ["--format", "json"]
+
+
+def memory_setting_args(plan: dict) -> list[str]:
+    """The flags for the memory settings the run gets (the Plan's overrides over its recipe's:
+    plan.layout.layout_of, as preflight reads them): recompute modules, fp8_param_gather and the
+    MoE dispatcher, so that estimate charges what the Plan charges."""
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.plan.layout import layout_of
+    from mbridge_launch.plan.model import Plan
+
+    model = Plan.model_validate(plan)
+    catalog = load_catalog(version=model.catalog.version)
+    recipe = catalog.get(model.recipe.name, kind=model.recipe.kind) or catalog.get(model.recipe.name)
+    layout = layout_of(model, recipe_features=getattr(recipe, "features", None))
+    args: list[str] = []
+    if layout.recompute_modules is not None:
+        args += ["--recompute-modules", ",".join(layout.recompute_modules)]
+    if layout.fp8_param_gather is not None:
+        args.append("--fp8-param-gather" if layout.fp8_param_gather else "--no-fp8-param-gather")
+    if layout.moe_dispatcher is not None:
+        args += ["--moe-dispatcher", layout.moe_dispatcher]
+    return args
 
 
 PRECISIONS = ("bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4")

@@ -17,6 +17,8 @@ Faults (K = iteration number, counted from 1 like Megatron's log):
   MBL_STANDIN_SPIKE_AT=K        loss x MBL_STANDIN_SPIKE_FACTOR (default 5) at iterations
                                 K .. K + MBL_STANDIN_SPIKE_LENGTH - 1 (default length 1).
   MBL_STANDIN_ITER_SECONDS=S    sleep S seconds per iteration (default 0.05).
+  MBL_STANDIN_SPEED_MODEL=NAME  the step time is a function of the layout instead (speed.py:
+                                layout-v1, favour:K=V,...); an unknown name exits 2.
 
 The bad batch (NaN, spike) belongs to the data order of the run's ORIGINAL seed: it fires when the
 current rng.seed equals MBL_STANDIN_FAULT_SEED if set, else the seed the run started with (kept in
@@ -53,6 +55,7 @@ class Faults:
     spike_length: int = _knob(int, 1)
     fault_seed: int | None = _knob(int)
     iter_seconds: float = _knob(float, 0.05)
+    speed_model: str | None = _knob(str)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Faults":

@@ -17,7 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from . import checkpoint, distenv, failures
+from . import checkpoint, distenv, failures, speed
 from .config import ConfigError, RunConfig, parse
 from .faults import Faults, LossModel
 from .report import RankReport, report_dir
@@ -82,6 +82,11 @@ class Trainer:
         self.pp = int(cfg.get("model.pipeline_model_parallel_size") or 1)
         self.last_saved: int | None = None
 
+    def modelled_step_seconds(self) -> float | None:
+        """MBL_STANDIN_SPEED_MODEL's step time for this layout, or None (sleep iter_seconds)."""
+        name = self.faults.speed_model
+        return speed.step_seconds(self.cfg.values, self.dist.world_size, name) if name else None
+
     def say(self, text: str) -> None:
         if self.rank0:
             print(text, flush=True)
@@ -130,11 +135,13 @@ class Trainer:
         gbs = int(cfg.get("train.global_batch_size"))
         interval = int(cfg.get("checkpoint.save_interval") or 0)
         log_every = max(1, int(cfg.get("logger.log_interval") or 1))
+        model_s = self.modelled_step_seconds()
+        report_memory = True  # Bridge's report_memory_flag: the first logged iterations report memory
         it, skipped, nans, t_last = start, 0, 0, time.monotonic()
         while it < train_iters:
             if _stop_signal:
                 break
-            time.sleep(self.faults.iter_seconds)
+            time.sleep(self.faults.iter_seconds if model_s is None else model_s)
             it += 1
             failures.oom_or_blocked(it, self.dist.rank, self.dist.local_rank, self.dist.world_size)
             if self.faults.should_crash(it, self.dist.rank):
@@ -145,12 +152,16 @@ class Trainer:
             nans += int(math.isnan(loss))
             if it % log_every == 0:
                 now = time.monotonic()
-                ms = (now - t_last) * 1000.0 / log_every
+                ms = (now - t_last) * 1000.0 / log_every if model_s is None else model_s * 1000.0
                 t_last = now
                 grad_norm = math.nan if math.isnan(loss) else 0.5 + 4.0 / math.sqrt(it)
                 self.say(log_line(it, train_iters, consumed, ms, learning_rate(it, cfg), gbs, loss, grad_norm,
                                   skipped, nans))
                 skipped = nans = 0
+                if report_memory:
+                    # Bridge prints it from the ranks of data-parallel rank 0; the stand-in from rank 0
+                    self.say(speed.memory_line(self.dist.rank, it, speed.peak_memory_gib(cfg.values, self.dist.world_size)))
+                    report_memory = it <= start + 1  # after the second iteration: optimizer state included
             if interval and it % interval == 0:
                 self.save(it, consumed, model.poisoned, initial_seed)
         if _stop_signal:
@@ -174,6 +185,10 @@ def main(argv: list[str]) -> int:
         return 2
     dist = distenv.derive()
     faults = Faults.from_env()
+    if faults.speed_model and not speed.known_model(faults.speed_model):
+        print(f"run_recipe.py (stand-in): error: unknown MBL_STANDIN_SPEED_MODEL {faults.speed_model!r}"
+              f" (known: layout-v1, favour:K=V,...)", file=sys.stderr)
+        return 2
     extra = {
         "recipe": cfg.recipe, "model": cfg.model, "mode": cfg.mode, "dataset": cfg.dataset,
         "dry_run": cfg.dry_run, "overrides": cfg.overrides, "config": cfg.values,

@@ -167,7 +167,10 @@ def test_plan_json_carries_domain_error_band_and_the_near_tie_set(capsys, argv):
     data = json.loads(capsys.readouterr().out)
     assert set(data["domain"]["dimensions"]) == set(dm.DIMENSIONS)
     ties = data["near_tie_set"]
-    assert ties["within"] == data["error_band"]["median"]
+    # the tolerance is the near-tie band of the shipped table (the published layouts' held-out shortfall)
+    tie = dm.assess(data["model"], load_arch(data["model"]), data["gpu_type"], data["precision"], data["goal"],
+                    data["seq_length"], data["gpus"]).near_tie()
+    assert ties["within"] == round(tie.within, 4)
     best = data["candidates"][0]["tokens_per_sec_per_gpu"]
     expected = [i + 1 for i, c in enumerate(data["candidates"])
                 if c["tokens_per_sec_per_gpu"] >= best * (1 - ties["within"]) - 0.1]
@@ -180,3 +183,26 @@ def test_an_unreadable_table_puts_everything_outside_with_the_widest_band(tmp_pa
     table = dm.load_table(str(broken))
     got = _assess(table=table)
     assert table.rows == () and not got.domain.inside and got.band.median == dm.MAX_BAND
+
+
+def _gap_row(gap_loso, gap_lomo, system="h100", model="llama3_8b"):
+    return CalibrationRow(model, "llama", "dense", system, "fp8cs", "pretrain", 8192, 8, 0.1, 0.1,
+                          gap_loso=gap_loso, gap_lomo=gap_lomo)
+
+
+def test_the_near_tie_tolerance_holds_ninety_percent_of_the_published_layouts():
+    # ten rows: the published layout was first in six, 2-4% behind in three, not listed in one
+    gaps = [0.0] * 6 + [0.02, 0.03, 0.04] + [1.0]
+    table = Table(tuple(_gap_row(g, g / 2) for g in gaps), constants="x")
+    tie = _assess(table=table).near_tie()
+    # "worst" of the two refits per row (the request's system and model are both seen); the 9th of 10
+    assert tie.measured and tie.loo == "worst" and tie.rows == 10 and tie.within == pytest.approx(0.04)
+    assert "90%" in tie.basis("en") and "n=10" in tie.basis("en")
+    # outside the domain it widens like the error band
+    wide = _assess(table=table, seq=131072).near_tie()
+    assert wide.widened_for == ("seq_length",) and wide.within == pytest.approx(0.04 * dm.WIDEN)
+
+
+def test_without_gap_figures_the_error_band_median_stands_in():
+    tie = _assess().near_tie()  # TABLE has no gap figures
+    assert not tie.measured and tie.within == _assess().band.median

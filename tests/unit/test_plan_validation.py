@@ -212,5 +212,9 @@ def test_schema_version_and_mount_targets():
 def test_a_plan_file_that_is_not_a_mapping_is_refused_in_the_users_language():
     with pytest.raises(PlanInvalid) as err:
         plan_from_dict(["name", "x"], "plan.yaml")
-    assert err.value.render("en") == 'invalid plan plan.yaml: (top level): ["name", "x"] is not a mapping (key: value)'
+    assert err.value.render("en") == "invalid plan plan.yaml: (top level): !!seq is not a mapping (key: value)"
+    # a secret file given as a Plan reads as one string: its content is never echoed
+    with pytest.raises(PlanInvalid) as err:
+        plan_from_dict("hf_abcdefSECRET", "token.txt")
+    assert "SECRET" not in err.value.render("en") and "SECRET" not in err.value.render("zh")
     assert "不是映射" in err.value.render("zh")

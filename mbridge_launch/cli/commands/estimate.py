@@ -47,8 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--last-stage-layers", type=int_arg(), metavar="N", help=t("help.estimate.last_stage_layers"))
     parser.add_argument("--mtp-layers", type=int_arg(0, MAX_MTP_LAYERS), help=t("help.estimate.mtp_layers"))
     parser.add_argument("--moe-token-drop", action="store_true", help=t("help.estimate.moe_token_drop"))
+    # the settings a Plan carries that change memory (plan/layout.py reads them from the Plan):
+    # without them estimate charges what `plan` would choose, with them what the Plan runs
+    parser.add_argument("--recompute-modules", metavar="M1,M2", help=t("help.estimate.recompute_modules"))
+    parser.add_argument("--fp8-param-gather", action=argparse.BooleanOptionalAction, default=None,
+                        help=t("help.estimate.fp8_param_gather"))
+    parser.add_argument("--moe-dispatcher", help=t("help.estimate.moe_dispatcher"))
     parser.add_argument("--tokens", help=t("help.common.tokens"))
     parser.add_argument("--hf-config", help=t("help.common.hf_config"))
+    parser.add_argument("--calibration", metavar="FILE", help=t("help.common.calibration"))
     add_common(parser)
 
 
@@ -83,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         recompute=args.recompute, recompute_layers=args.recompute_layers,
         cp_comm_type=args.cp_comm_type or ("p2p" if args.cp > 1 else None),
         gpus_per_node=hw.gpus_per_node,
+        recompute_modules=_recompute_modules(args, got.arch, got.precision),
+        fp8_param_gather=args.fp8_param_gather,
+        moe_dispatcher=_moe_dispatcher(args.moe_dispatcher),
     )
     layout = _with_split(layout, args, got.arch)
     violations = check_layout(layout, got.arch, hw)
@@ -91,9 +101,12 @@ def run(args: argparse.Namespace) -> int:
         broken.sort(key=lambda v: v.code not in _MODEL_RULES)
         raise UserError("planner.broken_rule", code=broken[0].code,
                         message="; ".join(f"{v.message()}" + (f" [{v.code}]" if i else "") for i, v in enumerate(broken)))
+    from mbridge_launch.planner.calibration_file import resolve as resolve_calibration
+
+    cal, cal_source = resolve_calibration(args.calibration)  # --calibration, the state's, or shipped
     cand = estimate_layout(layout, got.arch, hw, precision=got.precision, goal=got.goal,
                            mtp_layers=args.mtp_layers, moe_token_drop=args.moe_token_drop,
-                           grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES)
+                           grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal)
     # each rule warning and layout pitfall once, with its severity; not fitting is the verdict
     # (exit 3, EXIT_NO_LAYOUT), not a warning
     warnings = [{"code": v.code, "severity": v.severity, "message": v.message()}
@@ -113,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         data: dict[str, Any] = {"model": got.model, "gpu_type": hw.name, "precision": got.precision, "goal": got.goal}
         data.update(report.candidate_json(cand, hw, args.tokens, arch=got.arch))
         data.update(assessment.as_json())
+        data["calibration"] = cal_source.as_json()
         data["warnings"] = warnings
         data["verdict"] = verdict  # None when it fits
         print_json(data)
@@ -121,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
                    goal=got.goal, gbs=layout.gbs, seq=layout.seq_length), ""]
         lines.extend(report.candidate_text(1, cand, hw, args.tokens, arch=got.arch))
         lines.extend(report.domain_lines(assessment))
+        lines.append(cal_source.text())
         split = report.split_text(cand, got.arch) if cand is not None else None
         if split is not None and not layout.uneven_pp:  # the card shows uneven splits itself
             lines.append(t("planner.split_line", split=split))
@@ -132,6 +147,40 @@ def run(args: argparse.Namespace) -> int:
         print(t("error.prefix", message=verdict), file=sys.stderr)
         return EXIT_NO_LAYOUT
     return 0
+
+
+# the dispatcher kinds the memory model tells apart (planner.memory.dispatcher_bytes); "flex"
+# is Megatron's name for DeepEP/HybridEP chosen by moe_flex_dispatcher_backend (DeepEP by default)
+_DISPATCHERS = ("alltoall", "allgather", "deepep", "hybridep", "flex")
+
+
+def _moe_dispatcher(value: str | None) -> str | None:
+    from mbridge_launch.base.errors import UserError
+
+    if value is None:
+        return None
+    kind = value.strip().lower()
+    if kind not in _DISPATCHERS:
+        raise UserError("arg.choice", flag="--moe-dispatcher", value=value, choices=", ".join(_DISPATCHERS))
+    return "deepep" if kind == "flex" else kind
+
+
+def _recompute_modules(args: argparse.Namespace, arch, precision: str):  # noqa: ANN001, ANN202 - planner types
+    """--recompute-modules as the tuple the memory model charges; names Megatron Core would refuse
+    for this model and precision are an error naming the valid ones."""
+    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.planner.recompute import ALLOWED, invalid_modules, parse_modules
+
+    if args.recompute_modules is None:
+        return None
+    if args.recompute != "selective":
+        raise UserError("planner.recompute_modules_need_selective")
+    modules = parse_modules(args.recompute_modules) or ()
+    bad = invalid_modules(modules, arch, precision)
+    if bad or not modules:
+        raise UserError("arg.choice", flag="--recompute-modules", value=",".join(bad) or args.recompute_modules,
+                        choices=", ".join(sorted(ALLOWED - {"gdn_norm_out"})))
+    return modules
 
 
 def _with_split(layout, args: argparse.Namespace, arch):  # noqa: ANN001, ANN202 - planner types, imported late

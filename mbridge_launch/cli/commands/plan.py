@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hf-config", help=t("help.common.hf_config"))
     parser.add_argument("-o", "--output", help=t("help.plan.output"))
     parser.add_argument("--name", help=t("help.plan.name"))
+    parser.add_argument("--calibration", metavar="FILE", help=t("help.common.calibration"))
     add_common(parser)
 
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.planner.search import Options, rejection_summary, search
 
     args.tokens = inputs.token_count("--tokens", args.tokens)
-    gpus = inputs.positive("--gpus", args.gpus)
+    gpus: int = inputs.positive("--gpus", args.gpus) or args.gpus  # --gpus is required: never None
     inputs.positive("--top", args.top)
     inputs.positive("--seq-length", args.seq_length)
     inputs.positive("--gbs", args.gbs)
@@ -52,8 +53,11 @@ def run(args: argparse.Namespace) -> int:
     defaults = inputs.recipe_defaults(got.model, got.goal) if not (args.gbs and args.seq_length) else {}
     seq = args.seq_length or defaults.get("seq_length", 4096)
     gbs = args.gbs or defaults.get("gbs") or inputs.default_gbs(gpus)
+    from mbridge_launch.planner.calibration_file import resolve as resolve_calibration
+
+    cal, cal_source = resolve_calibration(args.calibration)  # --calibration, the state's, or shipped
     options = Options(recompute=args.recompute, fsdp=True if args.fsdp else None,
-                      grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES)
+                      grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal)
     result = search(got.arch, got.hardware, gpus, gbs=gbs, seq_length=seq, precision=got.precision,
                     goal=got.goal, options=options, top=args.top)
     hw = got.hardware
@@ -65,7 +69,14 @@ def run(args: argparse.Namespace) -> int:
     # once per request: every dimension of the domain (system, precision, family, goal, sequence,
     # GPU count) is the request's, the same for every candidate
     assessment = assess(got.model, got.arch, hw.name, got.precision, got.goal, seq, args.gpus)
-    band = assessment.band
+    band = assessment.near_tie()  # the near-tie tolerance (planner.domain.tie_band)
+    # NVIDIA's tuned layout (a 0.6.2 benchmark recipe of this model, system, GPU count and
+    # precision), estimated like the candidates but shown apart: it never enters the ranking
+    from mbridge_launch.planner.nvidia_layout import nvidia_option, shipped_recipes
+
+    nvidia = nvidia_option(shipped_recipes(), got.model, got.arch, hw, gpus, precision=got.precision, goal=got.goal,
+                           gbs=gbs, seq_length=seq, candidates=result.candidates, grad_bytes=options.grad_bytes,
+                           cal=options.cal)
     if args.format == "json":
         ties = report.near_tie_json(result.candidates, band, args.top)
         print_json({
@@ -73,19 +84,23 @@ def run(args: argparse.Namespace) -> int:
             "precision": got.precision, "goal": got.goal, "evaluated": result.evaluated,
             "candidates": [report.candidate_json(c, hw, args.tokens, arch=got.arch) for c in result.candidates],
             **assessment.as_json(),
+            "calibration": cal_source.as_json(),
             "near_tie": len(ties["layouts"]),  # how many layouts the near-tie set holds
             "near_tie_set": ties,
+            "nvidia_layout": report.nvidia_json(nvidia, hw),
             "rejected": report.rejected_json(result.rejected),
         })
     else:
         lines = [t("planner.header", model=got.model, gpus=gpus, gpu=hw.label, precision=got.precision,
                    goal=got.goal, gbs=gbs, seq=seq), ""]
         lines.extend(report.domain_lines(assessment))
+        lines.append(cal_source.text())
         lines.append("")
         lines.extend(report.near_tie_text(result.candidates, band, args.top))
         for rank, cand in enumerate(result.candidates, 1):
             lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates, arch=got.arch))
             lines.append("")
+        lines.extend(report.nvidia_text(nvidia, hw, len(result.candidates)))
         lines.extend(report.rejected_text(result.rejected))
         print("\n".join(lines))
     if args.output:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from mbridge_launch.base.escape import one_line
 from mbridge_launch.base.i18n import t
 from mbridge_launch.base.terminal import display_width, pad
 from mbridge_launch.knowledge.hardware import Hardware
-from mbridge_launch.planner.domain import Assessment, ErrorBand
+from mbridge_launch.planner.domain import Assessment, TieBand
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
 from mbridge_launch.planner.near_tie import near_tie_set
 from mbridge_launch.planner.pipeline_split import mtp_layers
@@ -55,6 +56,9 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
         "fsdp": L.fsdp, "distributed_optimizer": L.distributed_optimizer and not L.fsdp, "recompute": L.recompute,
         "recompute_layers": L.recompute_layers, "cp_comm_type": L.cp_comm_type, "uneven_pp": L.uneven_pp,
         "memory_gb": c.memory.as_dict(), "memory_stage": c.memory.stage, "hbm_gb": hw.hbm_gb,
+        # the settings the memory figures charge (planner.memory.MemoryBreakdown)
+        "memory_assumes": {"recompute_modules": list(c.memory.recompute_modules) or None,
+                           "fp8_param_gather": c.memory.fp8_param_gather, "moe_dispatcher": c.memory.moe_dispatcher},
         "memory_limit_gb": round(HEADROOM * hw.hbm_gb, 2), "fits": c.fits,
         "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1),
         "model_tflops_per_gpu": round(c.model_tflops_per_gpu, 1),
@@ -63,7 +67,7 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
         "mfu_capped": c.step.mfu_capped, "mfu_uncapped": round(c.step.mfu_uncapped, 4),
         "step_time_s": round(c.step_time_s, 4),
         "time_breakdown_s": {k: round(v, 4) for k, v in c.step.breakdown.items()},
-        # what the ranking adds to log(tokens/s/GPU): memory charge, EP and CP preferences
+        # what the ranking adds to log(tokens/s/GPU): the memory charge (search.ranking_terms)
         "ranking_terms": {k: round(v, 4) for k, v in ranking_terms(_memory_fraction(c), L).items()},
     }
     split = split_json(c, arch)
@@ -76,16 +80,16 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
     return data
 
 
-# The near-tie set (planner.near_tie) within the request's leave-one-out error band
-# (planner.domain.error_band: the held-out error of the nearest calibrated rows, widened outside
-# the domain), not the in-sample error: the constants saw those rows.
-def near_tie_json(candidates: list[Candidate], band: ErrorBand, top: int | None) -> dict[str, Any]:
+# The near-tie set (planner.near_tie) within the request's near-tie tolerance (planner.domain.
+# tie_band: how far below the first the held-out refits predicted the published layouts of the
+# nearest calibrated rows), not the in-sample error: the constants saw those rows.
+def near_tie_json(candidates: list[Candidate], band: TieBand, top: int | None) -> dict[str, Any]:
     """`near_tie_set` of plan's JSON: the tolerance and its basis, whether the set may go on past
     the listed candidates (the last one listed is in it and the list was cut at --top), and the
     layouts with their estimates."""
-    found = near_tie_set(candidates, band.median)
+    found = near_tie_set(candidates, band.within)
     return {
-        "within": round(band.median, 4), "basis": band.basis("en"),
+        "within": round(band.within, 4), "basis": band.basis("en"),
         "complete": not (found and found[-1][0] == len(candidates) and top is not None and len(candidates) >= top),
         "layouts": [{"rank": rank, "tp": c.layout.tp, "pp": c.layout.pp, "vp": c.layout.vp, "cp": c.layout.cp,
                      "ep": c.layout.ep, "etp": c.layout.etp, "dp": c.layout.dp, "mbs": c.layout.mbs, "fsdp": c.layout.fsdp,
@@ -96,11 +100,11 @@ def near_tie_json(candidates: list[Candidate], band: ErrorBand, top: int | None)
     }
 
 
-def near_tie_text(candidates: list[Candidate], band: ErrorBand, top: int | None = None) -> list[str]:
-    found = near_tie_set(candidates, band.median)
+def near_tie_text(candidates: list[Candidate], band: TieBand, top: int | None = None) -> list[str]:
+    found = near_tie_set(candidates, band.within)
     if len(found) <= 1:
         return []
-    lines = [t("planner.near_tie", layouts=", ".join(str(rank) for rank, _ in found), pct=band.median,
+    lines = [t("planner.near_tie", layouts=", ".join(str(rank) for rank, _ in found), pct=band.within,
                basis=band.basis())]
     if not near_tie_json(candidates, band, top)["complete"]:
         lines.append(t("planner.near_tie_more", top=len(candidates)))
@@ -136,10 +140,6 @@ def rank_note(index: int, candidates: list[Candidate], lang: str | None = None) 
     if mine["memory"] < theirs["memory"]:
         reasons.append(t("planner.rank_reason.memory", lang=lang, frac=_memory_fraction(c), comfort=MEMORY_COMFORT,
                          cost=MEMORY_PRESSURE / 10))
-    if mine["ep"] < theirs["ep"]:
-        reasons.append(t("planner.rank_reason.ep", lang=lang, ep=c.layout.ep, other=above.layout.ep))
-    if mine["cp"] < theirs["cp"]:
-        reasons.append(t("planner.rank_reason.cp", lang=lang, cp=c.layout.cp, other=above.layout.cp))
     faster = c.tokens_per_sec_per_gpu / above.tokens_per_sec_per_gpu - 1
     return t("planner.rank_below", lang=lang, above=k + 1, pct=faster,
              reasons=t("planner.rank_reason.join", lang=lang).join(reasons) or "-")
@@ -247,3 +247,52 @@ def rejected_text(rejected: dict[str, Rejection]) -> list[str]:
         lines.append(t("planner.rejected_line", code=code, count=r.count, example=r.example or "-",
                        message=_rejection_message(r)))
     return lines
+
+
+# NVIDIA's tuned layout (planner.nvidia_layout): shown after the ranked candidates, never ranked
+def nvidia_json(option: Any, hw: Hardware) -> dict[str, Any] | None:
+    """`nvidia_layout` of plan's JSON: the benchmark recipe, its layout, our estimate, whether our
+    rules and memory model accept it, and its grid's rank in the list (null when not listed)."""
+    if option is None:
+        return None
+    L, c, r = option.layout, option.estimate, option.recipe
+    data: dict[str, Any] = {
+        "recipe": r.name, "tp": L.tp, "pp": L.pp, "vp": L.vp, "cp": L.cp, "ep": L.ep, "etp": L.etp, "dp": L.dp,
+        "sp": L.sp, "mbs": L.mbs, "gbs": L.gbs, "seq_length": L.seq_length, "gpus": L.world, "fsdp": L.fsdp,
+        "recompute": recompute_label(L), "recipe_gbs": r.gbs,
+        "recipe_seq_length": r.seq_length or r.dataset_seq_length,
+        "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1) if c is not None else None,
+        "mfu": round(c.mfu, 4) if c is not None else None,
+        "step_time_s": round(c.step_time_s, 4) if c is not None else None,
+        "memory_total_gb": round(c.memory_total_gb, 2) if c is not None else None,
+        "memory_limit_gb": round(HEADROOM * hw.hbm_gb, 2), "fits": option.fits,
+        "rule_errors": [{"code": v.code, "message": v.message("en")} for v in option.rule_errors],
+        "accepted": option.accepted, "in_ranked_list": option.rank,
+    }
+    return data
+
+
+def nvidia_text(option: Any, hw: Hardware, listed: int) -> list[str]:
+    """The lines of NVIDIA's layout after the ranked list ([] when there is none)."""
+    if option is None:
+        return []
+    L, c, r = option.layout, option.estimate, option.recipe
+    lines = [t("planner.nvidia.title", recipe=one_line(r.name)),  # a synced catalog's name: escaped
+             t("planner.nvidia.layout", tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1, dp=L.dp,
+               mbs=L.mbs, recompute=recompute_label(L), fsdp=" FSDP" if L.fsdp else "")]
+    if c is not None:
+        lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
+                       step=c.step_time_s))
+        lines.append(t("planner.memory_title", stage=t(f"planner.stage.{c.memory.stage}"), total=c.memory.total,
+                       hbm=hw.hbm_gb, limit=HEADROOM * hw.hbm_gb, headroom=1 - HEADROOM))
+        if not c.fits:
+            lines.append(t("planner.nvidia.no_fit", total=c.memory.total, limit=HEADROOM * hw.hbm_gb))
+    if option.rule_errors:
+        lines.append(t("planner.nvidia.rules", reasons="; ".join(f"{v.code} {v.message()}" for v in option.rule_errors)))
+    recipe_seq = r.seq_length or r.dataset_seq_length
+    if (r.gbs, recipe_seq) != (L.gbs, L.seq_length):
+        lines.append(t("planner.nvidia.batch", gbs=L.gbs, seq=L.seq_length, recipe_gbs=r.gbs or "-",
+                       recipe_seq=recipe_seq or "-"))
+    lines.append(t("planner.nvidia.ranked", rank=option.rank) if option.rank else t("planner.nvidia.unranked",
+                                                                                   count=listed))
+    return [*lines, ""]

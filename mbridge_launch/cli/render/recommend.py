@@ -77,6 +77,8 @@ def as_card(rec: Any, plan: Any, command: str) -> str:
         lines.append(f"{t('card.estimate')}: " + t("card.estimate_line", mem=est.memory_gb_per_gpu, hbm=est.hbm_gb or 0,
                                                   step=est.step_time_s, tps=est.tokens_per_sec_per_gpu or 0,
                                                   mfu=est.mfu or 0))
+        if rec.assessment is not None:  # inside the calibrated domain or extrapolated, with the band
+            lines.append(f"    {rec.assessment.text()}")
     elif missing is not None:  # never left out silently
         lines.append(f"{t('card.estimate')}: " + t("card.estimate_none", code=missing[0], message=str(missing[1])))
     lines.append(f"{t('card.command')}:")

@@ -1,0 +1,523 @@
+"""Generalisation of the planner across container releases, with two baselines.
+
+    python benchmarks/generalisation.py [--quick] [--jobs N] [--no-write] [--iters N] [--rounds N] [--restarts N]
+
+The published rows carry their container release (25.09, 25.11, 26.02, 26.02.01). Two protocols,
+each refitting the constants exactly as accuracy.py's leave-one-out does (fit_ranked from the
+physical defaults, regression + ranking term, the same iterations, rounds and restarts):
+
+1. leave-one-release-out: fit on every other release, predict the held-out release's rows;
+2. time-ordered: fit on the releases up to R, predict the next one (one step per later release).
+
+For every predicted row: the tokens/s error of the published layout (with the refit constants and
+the lightest recompute the memory model lets fit, as accuracy.py), the rank of the published
+(TP, PP, CP, EP) in `search(..., Options(cal=refit, ...), top=10)` (accuracy.rank_of_published with
+the refit constants), and whether it lies in the near-tie set (planner.near_tie.near_tie_set
+within the band planner.domain.assess gives the request: the band `plan` uses). Baselines in the
+same table: the median-MFU table of accuracy.py fitted on the training releases only, and
+copy-the-last-layout (the same model, system, GPU count and precision in the latest training
+release that has it: its tokens/s is the prediction, its layout the "first choice").
+Writes the `## Generalisation across releases` section of benchmarks/RESULTS.md (unless --no-write).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from accuracy import TOP, _baseline_predict, pct  # noqa: E402
+from calibration_rows import GRAD_BYTES, Row, load_rows, with_fitting_recompute  # noqa: E402
+from fitting import RESTARTS, fit_ranked, objective, perturbed, predict, prepared, rank_problems  # noqa: E402
+
+HEADING = "## Generalisation across releases"
+QUICK = (300, 2, 1)  # --quick: iterations, ranking rounds, starts per refit (domain_table.py's --quick)
+LORO = "leave-one-release-out"
+TIME = "time-ordered"
+
+
+# The split logic and the copy-the-last-layout baseline read only release, model, system,
+# precision, variant, tokens_per_sec and layout (world, tp, pp, cp, ep, gbs, seq_length) of a row:
+# the tests pass stand-ins with these attributes.
+RowLike = Any
+
+
+# ---------------------------------------------------------------------- the splits
+def release_key(release: str) -> tuple[int, ...]:
+    """Container releases in time order: "25.09" < "25.11" < "26.02" < "26.02.01"."""
+    return tuple(int(part) for part in release.split("."))
+
+
+def releases_of(rows: Sequence[RowLike]) -> list[str]:
+    return sorted({r.release for r in rows}, key=release_key)
+
+
+@dataclass(frozen=True)
+class Split:
+    protocol: str  # LORO or TIME
+    train: tuple[str, ...]  # releases the constants are fitted on
+    test: str  # the release predicted
+
+    @property
+    def label(self) -> str:
+        return f"{'+'.join(self.train)} -> {self.test}"
+
+
+def leave_one_release_out(releases: Sequence[str]) -> list[Split]:
+    ordered = sorted(releases, key=release_key)
+    return [Split(LORO, tuple(r for r in ordered if r != held), held) for held in ordered]
+
+
+def time_ordered(releases: Sequence[str]) -> list[Split]:
+    """Fit on the releases up to R, predict the next: one split per release after the first."""
+    ordered = sorted(releases, key=release_key)
+    return [Split(TIME, tuple(ordered[:i]), ordered[i]) for i in range(1, len(ordered))]
+
+
+def splits_of(rows: Sequence[RowLike]) -> list[Split]:
+    releases = releases_of(rows)
+    return leave_one_release_out(releases) + time_ordered(releases)
+
+
+def counterpart(row: RowLike, train: Sequence[RowLike]) -> RowLike | None:
+    """Copy-the-last-layout: the row of the same (model, system, GPU count, precision) in the
+    latest training release that has one, else None. Within that release the closest row wins:
+    the same variant, then the same GBS and sequence length, then one with a measured tokens/s
+    (a release may publish a model twice, e.g. with and without token drop)."""
+    L = row.layout
+    same = [x for x in train if (x.model, x.system, x.layout.world, x.precision) == (row.model, row.system, L.world,
+                                                                                      row.precision)]
+    if not same:
+        return None
+    latest = max((x.release for x in same), key=release_key)
+    pool = [x for x in same if x.release == latest]
+    return max(pool, key=lambda x: (x.variant == row.variant, x.layout.gbs == L.gbs,
+                                    x.layout.seq_length == L.seq_length, x.tokens_per_sec is not None))
+
+
+def grid(layout: Any) -> tuple[int, int, int, int]:
+    return (layout.tp, layout.pp, layout.cp, layout.ep)
+
+
+# ---------------------------------------------------------------------- one split
+@dataclass(frozen=True)
+class RowResult:
+    protocol: str
+    split: str
+    index: int
+    label: str
+    valid: bool
+    error: float | None  # planner, refit constants (None: no measured tokens/s)
+    mfu_error: float | None  # median-MFU table of the training releases
+    copy_error: float | None  # copy-the-last-layout (None: no counterpart or it has no tokens/s)
+    has_copy: bool  # a counterpart exists in the training releases
+    copy_first: bool  # the counterpart's layout is the published (TP, PP, CP, EP)
+    rank: int | None  # of the published grid in search(top=TOP); None = not in the first TOP
+    first: str  # the planner's first choice
+    in_tie: bool
+    tie_size: int
+    band: float  # the near-tie band (fraction)
+
+
+def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None
+            ) -> dict[int, tuple[int | None, str, bool, int, float]]:
+    """accuracy.rank_of_published with the refit constants (Options.cal), plus the near-tie set
+    within the request's near-tie tolerance (planner.domain.tie_band, as `plan`), taken from the
+    domain table's rows of the training releases only (`train_releases`; None: every row): per
+    row index (rank, first choice, in the set, set size, tolerance)."""
+    from mbridge_launch.knowledge.vocabulary import normalize_goal
+    from mbridge_launch.planner.domain import Table, assess, load_table
+
+    shipped = load_table()
+    table = shipped if train_releases is None else Table(
+        tuple(r for r in shipped.rows if r.release in train_releases), shipped.settings, shipped.constants)
+    from mbridge_launch.planner.near_tie import near_tie_set
+    from mbridge_launch.planner.search import Options, search
+
+    goal = normalize_goal("pretrain")  # every published row pretrains
+    cache: dict[tuple, list] = {}
+    out = {}
+    for row in rows:
+        L = row.layout
+        world = L.world or 0  # every published row names its GPU count
+        key = (row.model, row.system, world, L.gbs, L.seq_length, row.precision, row.mtp_layers, row.token_drop)
+        if key not in cache:
+            res = search(row.arch, row.hw, world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
+                         options=Options(cal=cal, mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop,
+                                         grad_bytes=GRAD_BYTES), top=TOP)
+            cache[key] = res.candidates
+        cands = cache[key]
+        want = grid(L)
+        rank = next((i + 1 for i, c in enumerate(cands) if grid(c.layout) == want), None)
+        first = cands[0].layout if cands else None
+        chosen = f"TP{first.tp} PP{first.pp} CP{first.cp} EP{first.ep}" if first else "-"
+        band = assess(row.model, row.arch, row.hw.name, row.precision, goal, L.seq_length, world, table).near_tie().within
+        ties = near_tie_set(cands, band)
+        out[row.index] = (rank, chosen, rank is not None and any(r == rank for r, _ in ties), len(ties), band)
+    return out
+
+
+def score_split(split: Split, rows: list[Row], cal) -> list[RowResult]:
+    """Every row of the split's test release, predicted with `cal` (fitted on its train releases)."""
+    train = [r for r in rows if r.release in split.train]
+    test = [r for r in rows if r.release == split.test]
+    measured_train = [r for r in train if r.tokens_per_sec]
+    ranked = _ranked(test, cal, tuple(split.train))
+    out = []
+    for r in test:
+        tps = r.tokens_per_sec
+        err = predict(r, with_fitting_recompute(r), cal) / tps - 1 if tps else None
+        mfu = _baseline_predict(r, measured_train) / tps - 1 if tps and measured_train else None
+        twin = counterpart(r, train)
+        copy = twin.tokens_per_sec / tps - 1 if twin is not None and twin.tokens_per_sec and tps else None
+        rank, chosen, in_tie, size, band = ranked[r.index]
+        out.append(RowResult(split.protocol, split.label, r.index, r.label, r.valid, err, mfu, copy, twin is not None,
+                             twin is not None and grid(twin.layout) == grid(r.layout), rank, chosen, in_tie, size,
+                             band))
+    return out
+
+
+def fits_needed(splits: Sequence[Split]) -> dict[tuple[str, ...], list[Split]]:
+    """The splits grouped by their training releases, largest training set first: one refit serves
+    every split with the same training releases (the last time-ordered step trains on what the
+    leave-one-release-out of the latest release trains on), and the long fits start first."""
+    groups: dict[tuple[str, ...], list[Split]] = {}
+    for s in splits:
+        groups.setdefault(s.train, []).append(s)
+    return dict(sorted(groups.items(), key=lambda item: -len(item[0])))
+
+
+def code_digest() -> str:
+    """What a cached refit depends on: the rows, the row reading and the whole planner (fit,
+    throughput and memory models, search). Computed once per run, when the code is loaded: the
+    processes fork from it, so an edit during a run does not rename its refits."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    paths = [root / "benchmarks/data/perf_calibration.csv", root / "benchmarks/calibration_rows.py",
+             *sorted((root / "mbridge_launch/planner").glob("*.py"))]
+    for path in paths:
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _cache_file(cache: Path, train: tuple[str, ...], seed: int, iters: int, rounds: int, digest: str) -> Path:
+    return cache / f"{'+'.join(train)}_seed{seed}_i{iters}_r{rounds}_{digest}.pickle"
+
+
+def _run_start(task: tuple) -> tuple[tuple[str, ...], int, float, Any]:
+    """One start of one refit (a process of its own with --jobs): exactly fit_ranked's loop body
+    for `seed` (fit_ranked with restarts=1 from perturbed(defaults, seed)), with the objective
+    fit_ranked compares the starts by; saved to `cache` when given (a run can be resumed)."""
+    train_releases, seed, iters, rounds, restarts, cache, digest = task
+    import pickle
+
+    from mbridge_launch.planner.throughput import Calibration
+
+    rows = [r for r in load_rows() if r.release in train_releases]
+    problems = rank_problems(rows)
+    cal = fit_ranked(rows, start=perturbed(Calibration(), seed), rounds=rounds, iters=iters, problems=problems,
+                     restarts=1)
+    value = objective(prepared(rows), problems, cal) if restarts > 1 else 0.0
+    if cache is not None:
+        path = _cache_file(cache, train_releases, seed, iters, rounds, digest)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps((value, cal)))
+        os.replace(tmp, path)  # atomic: a killed run leaves no half-written refit
+    return train_releases, seed, value, cal
+
+
+def _cached(cache: Path | None, train: tuple[str, ...], seed: int, iters: int, rounds: int,
+            digest: str) -> tuple[float, Any] | None:
+    if cache is None:
+        return None
+    path = _cache_file(cache, train, seed, iters, rounds, digest)
+    if not path.exists():
+        return None
+    import pickle
+
+    return pickle.loads(path.read_bytes())  # noqa: S301 - our own file, written by _run_start
+
+
+def _score(task: tuple) -> list[tuple[Split, list[RowResult]]]:
+    splits, cal = task
+    rows = load_rows()
+    return [(s, score_split(s, rows, cal)) for s in splits]
+
+
+def run_all(splits: list[Split], iters: int, rounds: int, restarts: int, jobs: int, cache: Path | None = None,
+            cached_only: bool = False) -> list[tuple[Split, list[RowResult]]]:
+    """Every split's predictions. A refit is `restarts` independent starts (tasks of their own, so
+    2 processes share 30 starts evenly); the start with the lowest objective wins, as in
+    fit_ranked (the first one on a tie). With `cached_only`, only the refits whose starts are all
+    in `cache` are scored and the other splits are left out (the report names them)."""
+    groups = fits_needed(splits)
+    digest = code_digest()
+    starts: dict[tuple[str, ...], dict[int, tuple[float, Any]]] = {train: {} for train in groups}
+    todo = []
+    for train in groups:
+        for seed in range(restarts):
+            hit = _cached(cache, train, seed, iters, rounds, digest)
+            if hit is not None:
+                starts[train][seed] = hit
+            elif not cached_only:
+                todo.append((train, seed, iters, rounds, restarts, cache, digest))
+    done: list[tuple[Split, list[RowResult]]] = []
+    begun = time.time()
+
+    def best(train: tuple[str, ...]) -> Any:
+        return min(sorted(starts[train].items()), key=lambda item: item[1][0])[1][1]
+
+    def scored(result: list[tuple[Split, list[RowResult]]]) -> None:
+        done.extend(result)
+        for s, res in result:
+            print(f"  scored {s.protocol} {s.label}: {len(res)} rows ({time.time() - begun:.0f} s)", flush=True)
+
+    ready = [train for train in groups if len(starts[train]) == restarts]
+    if jobs <= 1:
+        for task in todo:
+            train, seed, value, cal = _run_start(task)
+            starts[train][seed] = (value, cal)
+            print(f"  fit on {'+'.join(train)}, start {seed}: objective {value:.6g}" if restarts > 1 else
+                  f"  fit on {'+'.join(train)}: done", flush=True)
+        for train in groups:
+            if len(starts[train]) == restarts:
+                scored(_score((groups[train], best(train))))
+    else:
+        from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+        # at most `jobs` tasks in flight, scoring first: a refit whose starts are all in is scored
+        # before the next start begins (a run stopped early keeps its finished splits' figures)
+        queue = [(_score, (groups[t], best(t))) for t in ready] + [(_run_start, task) for task in todo]
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            pending: set[Future[Any]] = set()
+            while pending or queue:
+                while queue and len(pending) < jobs:
+                    fn, arg = queue.pop(0)
+                    pending.add(pool.submit(fn, arg))
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    result = future.result()
+                    if isinstance(result, list):
+                        scored(result)
+                        continue
+                    train, seed, value, cal = result
+                    starts[train][seed] = (value, cal)
+                    value_text = f"objective {value:.6g}" if restarts > 1 else "done"
+                    print(f"  fit on {'+'.join(train)}, start {seed}: {value_text} ({time.time() - begun:.0f} s)",
+                          flush=True)
+                    if len(starts[train]) == restarts:  # every start of this refit is in: score it next
+                        queue.insert(0, (_score, (groups[train], best(train))))
+    order = {s: i for i, s in enumerate(splits)}
+    return sorted(done, key=lambda item: order[item[0]])
+
+
+# ---------------------------------------------------------------------- figures
+def _median_abs(values: list[float]) -> float | None:
+    return statistics.median(abs(v) for v in values) if values else None
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else pct(value)
+
+
+def _share(hits: int, total: int) -> str:
+    return f"{pct(hits / total)} ({hits}/{total})" if total else "- (0 rows)"
+
+
+@dataclass(frozen=True)
+class Figures:
+    rows: int
+    measured: int
+    valid: int
+    error: float | None
+    mfu_error: float | None
+    copy_error: float | None
+    copy_measured: int  # measured rows with a measured counterpart
+    no_copy: int  # rows without a counterpart in the training releases
+    first: int
+    top3: int
+    in_tie: int
+    tie_median: float | None
+    tie_capped: int  # valid rows whose set runs to the end of the TOP listed candidates (it may be larger)
+    band_median: float | None  # of the near-tie bands
+    copy_first: int
+    copy_valid: int  # valid rows with a counterpart
+    first_with_copy: int  # the planner's first choices on those rows (the same rows as the baseline)
+
+
+def figures(results: list[RowResult]) -> Figures:
+    measured = [r for r in results if r.error is not None]
+    valid = [r for r in results if r.valid]
+    copies = [r.copy_error for r in measured if r.copy_error is not None]
+    return Figures(
+        rows=len(results), measured=len(measured), valid=len(valid),
+        error=_median_abs([r.error for r in measured if r.error is not None]),
+        mfu_error=_median_abs([r.mfu_error for r in measured if r.mfu_error is not None]),
+        copy_error=_median_abs(copies), copy_measured=len(copies), no_copy=sum(not r.has_copy for r in results),
+        first=sum(r.rank == 1 for r in valid), top3=sum(r.rank is not None and r.rank <= 3 for r in valid),
+        in_tie=sum(r.in_tie for r in valid),
+        tie_median=statistics.median(r.tie_size for r in valid) if valid else None,
+        tie_capped=sum(r.tie_size >= TOP for r in valid),
+        band_median=statistics.median(r.band for r in valid) if valid else None,
+        copy_first=sum(r.copy_first for r in valid if r.has_copy), copy_valid=sum(r.has_copy for r in valid),
+        first_with_copy=sum(r.rank == 1 for r in valid if r.has_copy))
+
+
+def _verdict(ok: bool | None) -> str:
+    return "" if ok is None else (" (met)" if ok else " (not met)")
+
+
+def _error_cell(f: Figures) -> str:
+    if f.error is None:
+        return "-"
+    below = [b for b in (f.mfu_error, f.copy_error) if b is not None]
+    ok = all(f.error < b for b in below) if below else None
+    return f"{pct(f.error)} ({f.measured} measured rows){_verdict(ok)}"
+
+
+def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], seconds: float,
+           missing: Sequence[Split] = (), note: str = "") -> str:
+    by_protocol = {p: [r for s, res in done if s.protocol == p for r in res] for p in (LORO, TIME)}
+    fig = {p: figures(res) for p, res in by_protocol.items()}
+    lo, tm = fig[LORO], fig[TIME]
+    quick = settings["quick"]
+    full = (settings["iters"], settings["rounds"], settings["restarts"]) == (800, 2, RESTARTS)
+    lines = [f"{HEADING} (`python benchmarks/generalisation.py`)", "",
+             (f"Refits: {settings['iters']} Nelder-Mead iterations per round, {settings['rounds']} ranking rounds, "
+              f"{settings['restarts']} start(s) per refit, {settings['jobs']} process(es)"
+              + (f"; refits read from the cache of a finished run, {seconds:.0f} s to score" if settings.get("cached")
+                 else f", {seconds:.0f} s in all")
+              + (" (`--quick`: fewer iterations and one start, not accuracy.py's full strength)." if quick else
+                 " (accuracy.py's leave-one-out settings)." if full else " (not accuracy.py's full strength).")), "",
+             (f"Leave-one-release-out: {lo.rows} predicted rows ({lo.measured} with a measured tokens/s, {lo.valid} "
+              f"with a valid published layout: the rank and near-tie figures count these). Time-ordered: "
+              f"{tm.rows} predicted rows ({tm.measured} measured, {tm.valid} valid)."
+              + ("" if not missing else " Not finished at these settings (left out of the figures): "
+                 + "; ".join(f"{s.protocol} {s.label}" for s in missing) + ".")), "",
+             *([note.strip(), ""] if note.strip() else []),
+             "| measure | target | leave-one-release-out | time-ordered |", "|---|---|---|---|"]
+
+    def tie_cell(f: Figures) -> str:
+        return _share(f.in_tie, f.valid) + _verdict(f.in_tie >= 0.9 * f.valid if f.valid else None)
+
+    def size_cell(f: Figures) -> str:
+        if f.tie_median is None:
+            return "-"
+        return (f"{f.tie_median:g}{_verdict(f.tie_median <= 3)}; {f.tie_capped} of {f.valid} sets run to the end of "
+                f"the {TOP} listed (they may be larger); median band {_p(f.band_median)}")
+
+    def copy_cell(f: Figures) -> str:
+        return (f"{_p(f.copy_error)} ({f.copy_measured} measured rows with a measured counterpart; "
+                f"{f.no_copy} rows without a counterpart)")
+
+    lines += [
+        f"| published layout in the near-tie set | >= 90% | {tie_cell(lo)} | {tie_cell(tm)} |",
+        f"| median near-tie set size | <= 3 | {size_cell(lo)} | {size_cell(tm)} |",
+        (f"| planner tokens/s/GPU, median abs error | below both baselines | {_error_cell(lo)} | "
+         f"{_error_cell(tm)} |"),
+        f"| baseline: median-MFU table, median abs error | - | {_p(lo.mfu_error)} | {_p(tm.mfu_error)} |",
+        f"| baseline: copy-the-last-layout, median abs error | - | {copy_cell(lo)} | {copy_cell(tm)} |",
+        f"| planner first choice = published | goal 70% | {_share(lo.first, lo.valid)} | {_share(tm.first, tm.valid)} |",
+        f"| planner top 3 holds published | goal 90% | {_share(lo.top3, lo.valid)} | {_share(tm.top3, tm.valid)} |",
+        (f"| baseline: copy-the-last-layout first choice = published | - | {_share(lo.copy_first, lo.copy_valid)} "
+         f"(rows with a counterpart; {_share(lo.copy_first, lo.valid)} of all valid) | "
+         f"{_share(tm.copy_first, tm.copy_valid)} ({_share(tm.copy_first, tm.valid)} of all valid) |"),
+        (f"| planner first choice on the same rows (those with a counterpart) | - | "
+         f"{_share(lo.first_with_copy, lo.copy_valid)} | {_share(tm.first_with_copy, tm.copy_valid)} |"), ""]
+    lines += [
+        ("How it is read: every refit repeats accuracy.py's leave-one-out procedure (fit_ranked from the physical "
+         "defaults, regression plus ranking term) on the training releases only; the held-out rows' tokens/s are "
+         "estimated for the published layout with the lightest recompute that fits, and `search` ranks the grids "
+         f"with the refit constants (`Options(cal=...)`, top {TOP}). The near-tie set holds the listed candidates "
+         "predicted within the request's near-tie tolerance of the first (planner.near_tie.near_tie_set with "
+         "planner.domain.assess(...).near_tie(), as `plan`): the 90% quantile of how far below the first the "
+         "published layouts of the nearest rows were predicted by the leave-one-system/model-out refits of "
+         "catalog/calibration-domain.json, taken here from the training releases' rows only (those refits, "
+         "computed once on every release, did see the held-out release's rows: a leak the tolerance's width "
+         "carries, not the constants the rows are predicted with). "
+         "The median-MFU baseline is accuracy.py's table (same system, precision and model, else coarser groups) "
+         "over the training releases' rows. Copy-the-last-layout takes the row of the same model, system, GPU count "
+         "and precision in the latest training release that has one (same variant, GBS and sequence first); in "
+         "leave-one-release-out that release may be later than the held-out one. Rows without a counterpart are "
+         "left out of its error and first-choice figures (counted above) and scored for the planner anyway; the "
+         "baseline has no top 3 (one layout)."), ""]
+    lines += ["Per split:", "",
+              ("| protocol | train -> predict | rows (valid) | planner median | MFU-table median | copy median "
+               "(no counterpart) | first | top 3 | in near-tie set | median set size |"),
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for split, res in done:
+        f = figures(res)
+        lines.append(f"| {split.protocol} | {split.label} | {f.rows} ({f.valid}) | {_p(f.error)} | {_p(f.mfu_error)} | "
+                     f"{_p(f.copy_error)} ({f.no_copy}) | {_share(f.first, f.valid)} | {_share(f.top3, f.valid)} | "
+                     f"{_share(f.in_tie, f.valid)} | {'-' if f.tie_median is None else f'{f.tie_median:g}'} |")
+    lines.append("")
+    lines += [("Per row, leave-one-release-out (error with the refit constants; rank of the published grid, "
+               f"'>{TOP}' = not in the first {TOP}; near-tie set size and band; '*' = invalid published layout, "
+               "left out of the rank figures):"), "",
+              "| row | error | MFU table | copy | rank | plan's first | in set | set size | band |",
+              "|---|---|---|---|---|---|---|---|---|"]
+
+    def signed(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:+.1f}%"
+
+    for split, res in done:
+        if split.protocol != LORO:
+            continue
+        for r in res:
+            lines.append(f"| {r.label}{'' if r.valid else ' *'} | {signed(r.error)} | {signed(r.mfu_error)} | "
+                         f"{signed(r.copy_error) if r.has_copy else 'none'} | {r.rank or f'>{TOP}'} | {r.first} | "
+                         f"{'yes' if r.in_tie else 'no'} | {r.tie_size} | {pct(r.band)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK[0]} iterations, {QUICK[1]} rounds, {QUICK[2]} start per refit (a fast look)")
+    parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
+    parser.add_argument("--iters", type=int, default=800, help="Nelder-Mead iterations per refit round (accuracy.py: 800)")
+    parser.add_argument("--rounds", type=int, default=2, help="ranking-term rounds per refit (accuracy.py: 2)")
+    parser.add_argument("--restarts", type=int, default=RESTARTS, help=f"starts per refit (accuracy.py: {RESTARTS})")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes for the refits")
+    parser.add_argument("--cache", type=Path, help="keep every finished refit start here and reuse it (resume a run)")
+    parser.add_argument("--note", default="", help="a sentence added to the section (e.g. why these settings)")
+    parser.add_argument("--cached-only", action="store_true",
+                        help="fit nothing: report the splits whose refits are all in --cache, name the others")
+    args = parser.parse_args()
+    if args.cached_only and args.cache is None:
+        parser.error("--cached-only needs --cache")
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        args.iters, args.rounds, args.restarts = QUICK
+    start = time.time()
+    rows = load_rows()
+    splits = splits_of(rows)
+    print(f"{len(splits)} splits, {len(fits_needed(splits))} refits ({args.restarts} start(s) of {args.iters} iterations, {args.jobs} processes):", flush=True)
+    done = run_all(splits, args.iters, args.rounds, args.restarts, args.jobs, args.cache, args.cached_only)
+    seconds = time.time() - start
+    settings = {"iters": args.iters, "rounds": args.rounds, "restarts": args.restarts, "jobs": args.jobs,
+                "quick": args.quick, "cached": args.cached_only}
+    missing = [s for s in splits if s not in {d for d, _ in done}]
+    text = report(done, settings, seconds, missing, note=args.note)
+    print(text)
+    print(f"(generalisation benchmark took {seconds:.0f} s)")
+    if not args.no_write:
+        from results_file import write_section
+
+        write_section(HEADING, text, before="## Physical bounds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

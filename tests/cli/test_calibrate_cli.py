@@ -1,0 +1,185 @@
+"""`mbridge-launch calibrate` (in process, a few rows and a handful of iterations so that each fit
+takes seconds) and `plan`/`estimate --calibration FILE`."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from mbridge_launch.base.paths import STATE_ENV
+from mbridge_launch.cli.main import main
+from mbridge_launch.planner import calibration_file as cf
+from mbridge_launch.planner.calibration_rows import COLUMNS, csv_path
+from mbridge_launch.planner.throughput import CAL, out_of_bounds
+
+# ten published rows of two dense models: a fit of these on a few iterations takes seconds
+DENSE = ("llama3_8b", "llama3_70b")
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path, monkeypatch) -> Path:
+    directory = tmp_path / "state"
+    monkeypatch.setenv(STATE_ENV, str(directory))
+    return directory
+
+
+def _shipped() -> list[dict[str, str]]:
+    with open(csv_path(), newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _write(path: Path, records: list[dict[str, str]], columns=COLUMNS) -> Path:  # noqa: ANN001
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+    return path
+
+
+@pytest.fixture()
+def ten_rows(tmp_path) -> Path:
+    rows = [r for r in _shipped() if r["model"] in DENSE][:10]
+    assert len(rows) == 10
+    return _write(tmp_path / "ten.csv", rows)
+
+
+def calibrate(capsys, *argv: str) -> tuple[int, dict, str]:
+    code = main(["calibrate", "--no-shipped-rows", "--iters", "3", *argv, "--format", "json"])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else {}), err
+
+
+def test_calibrate_writes_a_valid_file_and_reports_before_after(capsys, tmp_path, ten_rows):
+    code, data, _ = calibrate(capsys, "--rows", str(ten_rows), "-o", str(tmp_path / "cal.json"))
+    assert code == 0
+    assert data["written"] == str(tmp_path / "cal.json") and data["rows"] == 10
+    assert data["sources"]["files"] == [{"path": str(ten_rows), "rows": 10}] and data["sources"]["shipped"] == 0
+    assert data["started_from"] == {"source": "shipped", "path": None}
+    for side in ("before", "after"):
+        assert 0 <= data[side]["median_error"] < 1 and 0 <= data[side]["within_15"] <= 1
+    assert data["after"]["objective"] <= data["before"]["objective"]  # never worse on its own rows
+    cal, meta = cf.read(tmp_path / "cal.json")
+    assert out_of_bounds(cal) == []
+    assert meta.rows == 10 and meta.median_error == pytest.approx(data["after"]["median_error"])
+
+
+def test_default_output_is_the_state_directory_and_estimate_then_uses_it(capsys, state, ten_rows):
+    code, data, _ = calibrate(capsys, "--rows", str(ten_rows))
+    assert code == 0 and data["written"] == str(state / "calibration.json")
+    code = main(["estimate", "--model", "llama3_8b", "--gpus", "8", "--tp", "2", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["calibration"] == {"source": "state", "path": str(state / "calibration.json")}
+
+
+def test_text_output_names_the_figures(capsys, tmp_path, ten_rows):
+    code = main(["calibrate", "--no-shipped-rows", "--iters", "2", "--rows", str(ten_rows), "-o", str(tmp_path / "c.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "before: median |error|" in out and "after:" in out and str(tmp_path / "c.json") in out
+
+
+@pytest.mark.parametrize("column, value, shown", [
+    ("tp", "two", "a positive whole number"),
+    ("system", "h900", "gb200"),  # the valid systems are listed
+    ("precision", "fp7", "bf16"),
+    ("tokens_per_sec_per_gpu", "-5", "a positive number"),
+    ("num_gpus", "7", "TP x PP x CP"),
+])
+def test_a_bad_field_is_exit_2_naming_file_line_and_column(capsys, tmp_path, column, value, shown):
+    rows = [r for r in _shipped() if r["model"] in DENSE][:3]
+    rows[1] = {**rows[1], column: value}
+    path = _write(tmp_path / "bad.csv", rows)
+    code, _, err = calibrate(capsys, "--rows", str(path))
+    assert code == 2
+    assert f"{path} line 3, column {column}" in err and shown in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_missing_column_is_exit_2_naming_it(capsys, tmp_path):
+    rows = [r for r in _shipped() if r["model"] in DENSE][:2]
+    path = _write(tmp_path / "short.csv", rows, [c for c in COLUMNS if c != "seq_length"])
+    code, _, err = calibrate(capsys, "--rows", str(path))
+    assert code == 2 and "seq_length" in err and str(path) in err
+
+
+def test_unknown_models_are_skipped_with_a_reason_and_no_rows_is_exit_2(capsys, tmp_path):
+    rows = [{**r, "model": "no_such_model"} for r in _shipped()[:2]]
+    path = _write(tmp_path / "unknown.csv", rows)
+    code, _, err = calibrate(capsys, "--rows", str(path))
+    assert code == 2
+    assert err.count("no_such_model") == 2 and f"{path} line 2" in err  # one skip line per row
+    assert "no row with a measured tokens/s" in err and "Traceback" not in err
+
+
+def test_nothing_to_fit_on_is_exit_2(capsys):
+    code, _, err = calibrate(capsys)
+    assert code == 2 and "no row with a measured tokens/s" in err
+
+
+def test_from_runs_with_no_ledger_adds_nothing(capsys, tmp_path, ten_rows):
+    code, data, _ = calibrate(capsys, "--from-runs", "--rows", str(ten_rows), "-o", str(tmp_path / "c.json"))
+    assert code == 0 and data["rows"] == 10 and data["sources"]["ledger_runs"] == []
+
+
+def _calibration_file(tmp_path: Path, **changes) -> Path:  # noqa: ANN003
+    data = cf.to_json(CAL, cf.Meta(rows=0))
+    for name, value in changes.items():
+        group, _, key = name.partition("__")
+        if key:
+            data["constants"][group][key] = value
+        else:
+            data["constants"][group] = value
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+ESTIMATE = ["estimate", "--model", "llama3_8b", "--gpus", "8", "--tp", "2", "--format", "json"]
+PLAN = ["plan", "--model", "llama3_8b", "--gpus", "8", "--top", "1", "--format", "json"]
+
+
+@pytest.mark.parametrize("argv, figure", [(ESTIMATE, lambda d: d["tokens_per_sec_per_gpu"]),
+                                          (PLAN, lambda d: d["candidates"][0]["tokens_per_sec_per_gpu"])])
+def test_plan_and_estimate_use_the_calibration_given_and_name_it(capsys, tmp_path, argv, figure):
+    assert main(argv) == 0
+    shipped = json.loads(capsys.readouterr().out)
+    assert shipped["calibration"] == {"source": "shipped", "path": None}
+    slow = _calibration_file(tmp_path, gemm_eff__bf16=0.45)  # BF16 GEMMs well below the shipped 0.78
+    assert main([*argv, "--calibration", str(slow)]) == 0
+    used = json.loads(capsys.readouterr().out)
+    assert used["calibration"] == {"source": "file", "path": str(slow)}
+    assert figure(used) < 0.9 * figure(shipped)
+
+
+def test_the_text_names_a_non_shipped_calibration_and_the_band_caveat(capsys, tmp_path):
+    path = _calibration_file(tmp_path, attn_eff=0.3)
+    assert main(ESTIMATE[:-2] + ["--calibration", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"Throughput constants: {path}." in out and "measured for the shipped constants" in out
+
+
+@pytest.mark.parametrize("argv", [ESTIMATE, PLAN])
+def test_a_constant_out_of_bounds_is_exit_2(capsys, tmp_path, argv):
+    path = _calibration_file(tmp_path, attn_eff=0.986)
+    code = main([*argv, "--calibration", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "attn_eff" in err and "0.75" in err and "Traceback" not in err
+
+
+def test_from_runs_fits_the_ledger_rows_and_skips_an_odd_run(capsys, tmp_path, monkeypatch):
+    """The rows runs/measured_rows.ledger_rows gives (CSV-column dicts and skip reasons; its own
+    tests read them from a real ledger): used like a file's rows, a bad one skipped with a warning
+    rather than stopping the fit."""
+    from mbridge_launch.runs import measured_rows
+
+    measured = [{**r, "release": f"run:trial-{i}"} for i, r in enumerate(_shipped()) if r["model"] in DENSE][:4]
+    odd = {**measured[0], "release": "run:odd", "tp": "3"}  # 3 does not divide the 8 GPUs
+    monkeypatch.setattr(measured_rows, "ledger_rows", lambda state=None: ([*measured, odd], ["run x: still running"]))
+    code, data, err = calibrate(capsys, "--from-runs", "-o", str(tmp_path / "c.json"))
+    assert code == 0 and data["rows"] == 4
+    assert data["sources"]["ledger_runs"] == [r["release"] for r in measured]
+    assert err.count("warning: ") == 2 and "num_gpus" in err and "still running" in err
+    assert {s["where"] for s in data["skipped"]} == {"ledger line 5", "ledger"}
