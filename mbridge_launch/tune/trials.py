@@ -25,11 +25,9 @@ from mbridge_launch.base.i18n import msg
 from mbridge_launch.plan.changecontrol import classify
 from mbridge_launch.plan.model import DatasetSpec, Override, Plan
 from mbridge_launch.planner.rules import SHARED_FIELDS
+from mbridge_launch.tune import DEFAULT_MAX_LAYOUTS, DEFAULT_STEPS, DEFAULT_TIME_LIMIT  # noqa: F401 - re-exported
 from mbridge_launch.tune.layout_change import apply_layout, layout_label
 
-DEFAULT_STEPS = 30
-DEFAULT_MAX_LAYOUTS = 4
-DEFAULT_TIME_LIMIT = "00:15:00"
 # the fields that make two layouts the same run (dp follows from the world size; the distributed
 # optimizer is the Plan's own choice, which a layout change keeps: tune.layout_change)
 _SAME_LAYOUT = tuple(name for name in SHARED_FIELDS if name not in ("gbs", "seq_length", "distributed_optimizer"))

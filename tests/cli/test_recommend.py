@@ -202,3 +202,16 @@ def test_longer_sequence_takes_the_smallest_cp_that_fits():
     assert 1 <= p["cp"] < 8 and p["dp"] > 1 and p["seq_length"] == 16384
     assert answer["estimate"]["memory_gb_per_gpu"] <= answer["estimate"]["hbm_gb"]
     assert_rule_valid(answer)
+
+
+def test_building_the_command_line_imports_nothing_heavy():
+    """Every command's parser is built at start: none may import pydantic or the planner there
+    (a command pays for its own imports when it runs)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from mbridge_launch.cli.main import build_parser; build_parser(); "
+            "heavy = [m for m in ('pydantic', 'mbridge_launch.planner.search', 'mbridge_launch.plan.model') "
+            "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

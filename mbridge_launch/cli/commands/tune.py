@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
     from mbridge_launch.cli.options import add_ledger_argument, int_arg
-    from mbridge_launch.tune.trials import DEFAULT_MAX_LAYOUTS, DEFAULT_STEPS, DEFAULT_TIME_LIMIT
+    from mbridge_launch.tune import DEFAULT_MAX_LAYOUTS, DEFAULT_STEPS, DEFAULT_TIME_LIMIT
 
     parser.add_argument("plan", help=t("help.tune.plan"))
     parser.add_argument("--steps", type=int_arg(), default=DEFAULT_STEPS, help=t("help.tune.steps"))
