@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.escape import one_line
 from mbridge_launch.knowledge.hardware import Hardware, get_hardware, known_hardware
 from mbridge_launch.knowledge.models import ModelArch, load_arch
 from mbridge_launch.knowledge.vocabulary import PRECISIONS, normalize_precision
@@ -109,27 +110,30 @@ def _digits(column: str, text: str) -> int:
     return value if value <= size_limit("world" if column == "num_gpus" else column) else 0
 
 
+_SHOWN_MAX = 80  # characters of a bad field's value echoed back
+
+
 def _int(record: Mapping[str, str], column: str) -> int:
     """A positive integer field."""
-    text = (record.get(column) or "").strip()
-    value = _digits(column, text)
-    if value <= 0:
-        from mbridge_launch.base.i18n import t
-
-        raise _Bad(column, text, t("calibrate.rows.valid.positive"))
+    value = _positive(record, column, "calibrate.rows.valid.positive", required=True)
+    assert value is not None  # required: empty is refused
     return value
 
 
 def _optional_int(record: Mapping[str, str], column: str) -> int | None:
     """A positive integer field that may be empty (None)."""
+    return _positive(record, column, "calibrate.rows.valid.positive_or_empty", required=False)
+
+
+def _positive(record: Mapping[str, str], column: str, valid_key: str, *, required: bool) -> int | None:
     text = (record.get(column) or "").strip()
-    if not text:
+    if not text and not required:
         return None
     value = _digits(column, text)
     if value <= 0:
         from mbridge_launch.base.i18n import t
 
-        raise _Bad(column, text, t("calibrate.rows.valid.positive_or_empty"))
+        raise _Bad(column, text, t(valid_key))
     return value
 
 
@@ -215,8 +219,10 @@ def rows_of_records(records: Iterable[Mapping[str, str]], where: str, first_line
         try:
             got = row_of(i, record)
         except _Bad as bad:
-            error = UserError("calibrate.rows.bad_value", path=where, line=line, column=bad.column, value=bad.value,
-                              valid=bad.valid)
+            # the value echoed on one line, bounded: a cell of a user's file can be anything
+            shown = bad.value if len(bad.value) <= _SHOWN_MAX else bad.value[:_SHOWN_MAX] + "..."
+            error = UserError("calibrate.rows.bad_value", path=where, line=line, column=bad.column,
+                              value=one_line(shown), valid=bad.valid)
             if strict:
                 raise error from None
             skipped.append(Skipped(_where(where, line), error.render()))

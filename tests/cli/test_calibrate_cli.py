@@ -83,6 +83,7 @@ def test_text_output_names_the_figures(capsys, tmp_path, ten_rows):
 
 @pytest.mark.parametrize("column, value, shown", [
     ("tp", "two", "a positive whole number"),
+    ("tp", "9" * 100_000 + "x\x1b[31m", "'" + "9" * 80 + "...'"),  # echoed bounded, on one line
     ("system", "h900", "gb200"),  # the valid systems are listed
     ("precision", "fp7", "bf16"),
     ("tokens_per_sec_per_gpu", "-5", "a positive number"),
