@@ -112,6 +112,16 @@ class SlurmCluster:
                 return rows[0] if rows else {}
             time.sleep(0.5)
 
+    def node_list(self, job_id: str) -> str:
+        """The nodes the job ran on: slurmctld's NodeList while it still holds the job (MinJobAge =
+        300 s here), else the settled accounting record. slurmdbd can first store a quickly ended
+        job with its batch host alone and the whole list a moment later (seen in CI)."""
+        shown = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False).stdout
+        found = next((t.split("=", 1)[1] for t in shown.split() if t.startswith("NodeList=")), "")
+        if found and found != "(null)":
+            return found
+        return self.settled_sacct(job_id, fields=("JobID", "NodeList")).get("NodeList", "")
+
     def state(self, job_id: str) -> str | None:
         """The job's state in sacct ('CANCELLED by 0' -> 'CANCELLED'), or None if not recorded yet."""
         rows = self.sacct(job_id, fields=("JobID", "State"), allocations=True)

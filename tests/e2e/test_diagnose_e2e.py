@@ -77,8 +77,7 @@ class Env:
     def finish(self, sub: Submitted, timeout: float = 240) -> tuple[str, str]:
         """(final state, node list) of the job."""
         state = self.cluster.wait(sub.job_id, timeout=timeout)
-        held = self.cluster.settled_sacct(sub.job_id, fields=("JobID", "State", "NodeList"))
-        return state, held["NodeList"]
+        return state, self.cluster.node_list(sub.job_id)
 
 
 # ---------------------------------------------------------------------- the scenarios
