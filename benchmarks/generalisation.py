@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from accuracy import TOP, _baseline_predict, pct  # noqa: E402
 from calibration_rows import GRAD_BYTES, Row, load_rows, with_fitting_recompute  # noqa: E402
-from fitting import RESTARTS, fit_ranked, objective, perturbed, predict, prepared, rank_problems  # noqa: E402
+from fitting import RESTARTS, fit_ranked, objective, perturbed, prepared, rank_problems  # noqa: E402
 
 HEADING = "## Generalisation across releases"
 QUICK = (300, 2, 1)  # --quick: iterations, ranking rounds, starts per refit (domain_table.py's --quick)
@@ -126,8 +126,8 @@ class RowResult:
     band: float  # the near-tie band (fraction)
 
 
-def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None
-            ) -> dict[int, tuple[int | None, str, bool, int, float]]:
+def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None, evidence_rows: Sequence[Row] = (),
+            release: str | None = None) -> dict[int, tuple[int | None, str, bool, int, float]]:
     """accuracy.rank_of_published with the refit constants (Options.cal), plus the near-tie set
     within the request's near-tie tolerance (planner.domain.tie_band, as `plan`), taken from the
     domain table's rows of the training releases only (`train_releases`; None: every row): per
@@ -151,7 +151,8 @@ def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None
         if key not in cache:
             res = search(row.arch, row.hw, world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
                          options=Options(cal=cal, mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop,
-                                         grad_bytes=GRAD_BYTES), top=TOP)
+                                         grad_bytes=GRAD_BYTES, measured=tuple(evidence_rows), release=release),
+                         top=TOP)
             cache[key] = res.candidates
         cands = cache[key]
         want = grid(L)
@@ -164,16 +165,42 @@ def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None
     return out
 
 
+# measured evidence (planner.measured): the training releases' rows of the same configuration
+# correct the estimate and rank their layouts first, as `plan` does with the shipped rows;
+# MBL_NO_EVIDENCE=1 scores the throughput model alone (the figures of the model without it)
+EVIDENCE = os.environ.get("MBL_NO_EVIDENCE") != "1"
+
+
+def corrected_predict(r: Row, cal, evidence_rows: Sequence[Row], release: str) -> float:
+    """The published layout's tokens/s as `plan` and `estimate` give it: the model's, corrected by
+    the nearest measured row of the same configuration among `evidence_rows` (none: the model's)."""
+    from mbridge_launch.planner.measured import correct, evidence, matching
+
+    layout = with_fitting_recompute(r)
+    est = predict_step(r, layout, cal)
+    matches = evidence(matching(evidence_rows, r.arch.name, r.hw.name, r.layout.world or 0, r.precision, r.mtp_layers,
+                                r.token_drop), cal)
+    return correct(est, layout, matches, release)[0].tokens_per_sec_per_gpu
+
+
+def predict_step(r: Row, layout, cal):
+    from mbridge_launch.planner.throughput import estimate_step
+
+    return estimate_step(r.arch, r.hw, layout, r.precision, mtp_layers=r.mtp_layers, moe_token_drop=r.token_drop,
+                         cal=cal, grad_bytes=GRAD_BYTES)
+
+
 def score_split(split: Split, rows: list[Row], cal) -> list[RowResult]:
     """Every row of the split's test release, predicted with `cal` (fitted on its train releases)."""
     train = [r for r in rows if r.release in split.train]
     test = [r for r in rows if r.release == split.test]
     measured_train = [r for r in train if r.tokens_per_sec]
-    ranked = _ranked(test, cal, tuple(split.train))
+    evidence_rows = train if EVIDENCE else []
+    ranked = _ranked(test, cal, tuple(split.train), evidence_rows, split.test)
     out = []
     for r in test:
         tps = r.tokens_per_sec
-        err = predict(r, with_fitting_recompute(r), cal) / tps - 1 if tps else None
+        err = corrected_predict(r, cal, evidence_rows, split.test) / tps - 1 if tps else None
         mfu = _baseline_predict(r, measured_train) / tps - 1 if tps and measured_train else None
         twin = counterpart(r, train)
         copy = twin.tokens_per_sec / tps - 1 if twin is not None and twin.tokens_per_sec and tps else None
@@ -352,6 +379,7 @@ class Figures:
     copy_first: int
     copy_valid: int  # valid rows with a counterpart
     first_with_copy: int  # the planner's first choices on those rows (the same rows as the baseline)
+    error_with_copy: float | None = None  # the planner's median error on the rows the copy baseline predicts
 
 
 def figures(results: list[RowResult]) -> Figures:
@@ -369,7 +397,8 @@ def figures(results: list[RowResult]) -> Figures:
         tie_capped=sum(r.tie_size >= TOP for r in valid),
         band_median=statistics.median(r.band for r in valid) if valid else None,
         copy_first=sum(r.copy_first for r in valid if r.has_copy), copy_valid=sum(r.has_copy for r in valid),
-        first_with_copy=sum(r.rank == 1 for r in valid if r.has_copy))
+        first_with_copy=sum(r.rank == 1 for r in valid if r.has_copy),
+        error_with_copy=_median_abs([r.error for r in measured if r.copy_error is not None and r.error is not None]))
 
 
 def _verdict(ok: bool | None) -> str:
@@ -431,13 +460,20 @@ def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], 
         (f"| baseline: copy-the-last-layout first choice = published | - | {_share(lo.copy_first, lo.copy_valid)} "
          f"(rows with a counterpart; {_share(lo.copy_first, lo.valid)} of all valid) | "
          f"{_share(tm.copy_first, tm.copy_valid)} ({_share(tm.copy_first, tm.valid)} of all valid) |"),
+        (f"| planner tokens/s/GPU median abs error on the copy baseline's rows | - | {_p(lo.error_with_copy)} "
+         f"({lo.copy_measured} rows) | {_p(tm.error_with_copy)} ({tm.copy_measured} rows) |"),
         (f"| planner first choice on the same rows (those with a counterpart) | - | "
          f"{_share(lo.first_with_copy, lo.copy_valid)} | {_share(tm.first_with_copy, tm.copy_valid)} |"), ""]
     lines += [
         ("How it is read: every refit repeats accuracy.py's leave-one-out procedure (fit_ranked from the physical "
          "defaults, regression plus ranking term) on the training releases only; the held-out rows' tokens/s are "
          "estimated for the published layout with the lightest recompute that fits, and `search` ranks the grids "
-         f"with the refit constants (`Options(cal=...)`, top {TOP}). The near-tie set holds the listed candidates "
+         f"with the refit constants (`Options(cal=...)`, top {TOP}). Measured evidence (planner.measured, as `plan`, "
+         "`estimate` and `recommend` use the shipped rows): the training releases' rows of the same model, system, GPU "
+         "count, precision and variant correct every estimate by the measured / predicted of the row nearest the "
+         "held-out release (the same grid first), and a layout such a row ran ranks first; `MBL_NO_EVIDENCE=1` scores "
+         "the throughput model alone. The near-tie set is symmetric: a layout predicted more than the tolerance faster "
+         "than a measured first is the model's disagreement, listed but not a tie. The near-tie set holds the listed candidates "
          "predicted within the request's near-tie tolerance of the first (planner.near_tie.near_tie_set with "
          "planner.domain.assess(...).near_tie(), as `plan`): the 90% quantile of how far below the first the "
          "published layouts of the nearest rows were predicted by the leave-one-system/model-out refits of "

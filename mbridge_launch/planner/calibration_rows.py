@@ -269,8 +269,8 @@ def load_rows(path: Path | None = None) -> list[Row]:
 def with_fitting_recompute(row: Row) -> Layout:
     """The published layout with the cheapest recompute our memory model lets fit, from the same
     levels the search tries (none, selective, full recompute of part of each chunk, of all)."""
+    from mbridge_launch.planner.recompute import RECOMPUTE_ORDER, recompute_levels
     from mbridge_launch.planner.rules import chunk_layers
-    from mbridge_launch.planner.search import RECOMPUTE_ORDER, recompute_levels
 
     per_chunk = chunk_layers(row.arch.num_layers, row.layout)
     for recompute, layers in recompute_levels(list(RECOMPUTE_ORDER), per_chunk, partial=True):

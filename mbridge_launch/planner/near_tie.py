@@ -11,9 +11,13 @@ from mbridge_launch.planner.search import Candidate
 
 
 def near_tie_set(candidates: list[Candidate], within: float) -> list[tuple[int, Candidate]]:
-    """(rank, candidate) of every listed candidate (the first included) predicted no slower than
-    the first one's tokens/s/GPU less `within` (a fraction); a faster one ranked lower is a tie too."""
+    """(rank, candidate) of every listed candidate (the first included) predicted within `within`
+    (a fraction) of the first one's tokens/s/GPU, either way: a faster one ranked lower (a
+    pitfall, the memory charge) is a tie too. One predicted faster by more than that is not a tie
+    but the model's disagreement with a first that ranks on other evidence (a measured layout,
+    planner.measured): it stays in the ranked list, outside the set."""
     if not candidates:
         return []
-    floor = candidates[0].tokens_per_sec_per_gpu * (1 - within)
-    return [(i, c) for i, c in enumerate(candidates, 1) if c.tokens_per_sec_per_gpu >= floor]
+    first = candidates[0].tokens_per_sec_per_gpu
+    floor, ceiling = first * (1 - within), first * (1 + within)
+    return [(i, c) for i, c in enumerate(candidates, 1) if floor <= c.tokens_per_sec_per_gpu <= ceiling]

@@ -134,7 +134,10 @@ def nvidia_option(recipes: Iterable[Any], model: str, arch: Any, hardware: Any, 
         errors.append(Violation(code="RULE_TP_NVLINK", key="planner.rule.tp_nvlink", field="tp",
                                 params={"tp": layout.tp, "domain": hardware.nvlink_domain, "gpu": hardware.label,
                                         "valid": ", ".join(str(d) for d in divisors(hardware.nvlink_domain))}))
-    estimate = estimate_layout(layout, arch, hardware, precision=precision, goal=goal, grad_bytes=grad_bytes, cal=cal)
+    from mbridge_launch.planner.measured import shipped_for
+
+    estimate = estimate_layout(layout, arch, hardware, precision=precision, goal=goal, grad_bytes=grad_bytes, cal=cal,
+                               measured=shipped_for(arch.name, hardware.name, gpus, precision))
     return NvidiaOption(recipe, layout, estimate, tuple(errors), ranked_position(layout, candidates))
 
 

@@ -134,3 +134,19 @@ def dropped(modules: Iterable[str], arch: Optional[ModelArch]) -> Dropped:
         moe="moe" in names,
         mla_up="mla_up_proj" in names and mla,
     )
+
+
+# The recompute levels the search tries, lightest first (calibration_rows fits a published row
+# with the same levels, so they live here, below both).
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+def recompute_levels(recomputes: list[str], per_chunk: int, partial: bool) -> list[tuple[str, int | None]]:
+    """Recompute levels from the lightest: none, selective, full recompute of a quarter, half and
+    three quarters of each chunk's layers (Megatron's block method), then of every layer."""
+    levels: list[tuple[str, int | None]] = []
+    for recompute in recomputes:
+        if recompute == "full" and partial:
+            levels += [("full", n) for n in sorted({-(-per_chunk * k // 4) for k in (1, 2, 3)}) if n < per_chunk]
+        levels.append((recompute, None))
+    return levels

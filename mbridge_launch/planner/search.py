@@ -25,12 +25,12 @@ from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown, estimate_me
 from mbridge_launch.planner.pipeline_split import settle
 from mbridge_launch.planner.pitfall_rules import CODES as PITFALL_CODES
 from mbridge_launch.planner.pitfall_rules import PRICED, grid_pitfalls, layout_pitfalls, ranked_count
+from mbridge_launch.planner.recompute import RECOMPUTE_ORDER, recompute_levels  # noqa: F401 - re-exported
 from mbridge_launch.planner.rules import Layout, Violation, check_layout, chunk_layers, divisors, evolve, valid_tp
 from mbridge_launch.planner.throughput import CAL, Calibration, StepEstimate, estimate_step, step_model
 
 MBS_CHOICES = (1, 2, 4, 8)
 VP_MAX = 8
-RECOMPUTE_ORDER = ("none", "selective", "full")
 T = TypeVar("T")
 
 
@@ -55,6 +55,14 @@ class Candidate:
     # why the chosen layout still carries a pitfall: code -> "unavoidable" (no layout that fits
     # avoids it) or "fewest" (each layout that avoids it carries more pitfalls); set on the best
     kept_pitfalls: tuple[tuple[str, str], ...] = ()
+    # the measured row (planner.measured.Measured) of the request's configuration that corrected
+    # the step estimate (None: the model's own figure)
+    twin: Any = None
+
+    @property
+    def measured(self) -> Any:
+        """The twin when it ran this very (TP, PP, CP, EP): the layout is measured, it ranks first."""
+        return self.twin if self.twin is not None and self.twin.ran(self.layout) else None
 
     @property
     def pitfall_codes(self) -> tuple[str, ...]:
@@ -157,6 +165,11 @@ class Options:
     # the throughput constants (None: the shipped ones, throughput.CAL); a user's `calibrate`
     # file or a benchmark's leave-one-out refit
     cal: Calibration | None = None
+    # measured evidence (planner.measured): calibration rows (calibration_rows.Row); those of the
+    # request's configuration correct the estimates and their layouts rank first. `release`: the
+    # container release the request targets (None: the newest), the nearest row's release wins.
+    measured: tuple = ()
+    release: str | None = None
 
 
 def _rule(code: str, key: str, fld: str, **params: Any) -> Violation:
@@ -265,6 +278,9 @@ def search(
     model = step_model(arch, hw, precision, goal, mtp_layers=options.mtp_layers, moe_token_drop=options.moe_token_drop,
                        grad_bytes=options.grad_bytes, cal=options.cal or CAL)
     limit = HEADROOM * hw.hbm_gb
+    matches = _evidence(arch, hw, gpus, precision, options)
+    if matches:
+        top_kept, top = top, None  # measured layouts rank first whatever the model predicts: no pruning
     pending: list[tuple[float, Layout]] = []
     for tp, pp, cp, ep, etp in _grids(arch, hw, gpus, seq_length, options):
         base = Layout(
@@ -325,6 +341,9 @@ def search(
                     heapq.heappop(leaders)
     if skipped:
         result.rejected["PRUNED_SLOWER"] = Rejection("PRUNED_SLOWER", skipped, first_skipped)
+    if matches:
+        best_per_grid = [_with_evidence(arch, hw, model, c, matches, precision, goal, options) for c in best_per_grid]
+        top = top_kept
     ranked = sorted(best_per_grid, key=_rank_key)
     result.candidates = ranked[:top] if top else ranked
     if result.candidates and result.candidates[0].pitfalls:
@@ -372,8 +391,41 @@ def _rank_key(c: Candidate) -> tuple:
     # fewest layout pitfalls first (pitfall_rules: what NVIDIA's tuning avoids, which the step
     # model does not see, so no predicted speed outweighs it); then the best utility; among
     # equals, the simpler layout (less model parallelism, no FSDP)
-    return (ranked_count(c.pitfalls), -round(utility(c.step.tokens_per_sec_per_gpu, frac, L), 9), L.tp * L.pp * L.cp, L.ep,
+    # a layout measured on this configuration comes first (planner.measured: why)
+    return (c.measured is None, ranked_count(c.pitfalls), -round(utility(c.step.tokens_per_sec_per_gpu, frac, L), 9), L.tp * L.pp * L.cp, L.ep,
             L.fsdp, L.vp_size, L.mbs)
+
+
+def _evidence(arch: ModelArch, hw: Hardware, gpus: int, precision: str, opts: Options) -> tuple:
+    """The measured rows of the request's configuration, each with the model's prediction of its
+    own layout under the search's constants (planner.measured)."""
+    if not opts.measured:
+        return ()
+    from mbridge_launch.planner.measured import evidence, matching
+
+    rows = matching(opts.measured, arch.name, hw.name, gpus, precision, opts.mtp_layers, opts.moe_token_drop)
+    return evidence(rows, opts.cal) if rows else ()
+
+
+def _with_evidence(arch: ModelArch, hw: Hardware, model, cand: Candidate, matches: tuple, precision: str, goal: str,
+                   opts: Options) -> Candidate:
+    """`cand` corrected by its twin; when a row ran its very grid, the row's own micro-batch and
+    virtual pipeline size (with the lightest recompute that fits) replace the model's choice."""
+    from mbridge_launch.planner.measured import correct, twin_for
+
+    twin = twin_for(cand.layout, matches, opts.release)
+    L = cand.layout
+    if twin is not None and twin.ran(L):
+        ran = twin.row.layout
+        if (ran.mbs, ran.vp_size) != (L.mbs, L.vp_size) and L.gbs % (ran.mbs * L.dp) == 0:
+            grid = evolve(L, mbs=1, vp=None, recompute="none", recompute_layers=None)
+            for trial, memory in grid_variants(arch, hw, grid, precision, goal, replace(opts, mbs=ran.mbs)):
+                if trial.vp_size == ran.vp_size:
+                    cand = Candidate(trial, memory, model.step(trial), cand.notes,
+                                     tuple(layout_pitfalls(trial, arch, hw)))
+                    break
+    step, _ = correct(cand.step, cand.layout, matches, opts.release)
+    return replace(cand, step=step, twin=twin_for(cand.layout, matches, opts.release))
 
 
 def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: str, goal: str,
@@ -387,17 +439,6 @@ def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: s
         if best is None or _rank_key(cand) < _rank_key(best):
             best = cand
     return best
-
-
-def recompute_levels(recomputes: list[str], per_chunk: int, partial: bool) -> list[tuple[str, int | None]]:
-    """Recompute levels from the lightest: none, selective, full recompute of a quarter, half and
-    three quarters of each chunk's layers (Megatron's block method), then of every layer."""
-    levels: list[tuple[str, int | None]] = []
-    for recompute in recomputes:
-        if recompute == "full" and partial:
-            levels += [("full", n) for n in sorted({-(-per_chunk * k // 4) for k in (1, 2, 3)}) if n < per_chunk]
-        levels.append((recompute, None))
-    return levels
 
 
 def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, goal: str,
@@ -485,10 +526,13 @@ def estimate_layout(
     moe_token_drop: bool = False,
     grad_bytes: float = 4.0,
     cal: Calibration | None = None,
+    measured: tuple = (),
+    release: str | None = None,
 ) -> Candidate | None:
     """Memory breakdown and step estimate of one given layout (rules are the caller's business:
     see rules.check_layout). `.fits` says whether it fits in HBM with the headroom. Returns None
-    when the architecture lacks fields the estimates need (arch.missing)."""
+    when the architecture lacks fields the estimates need (arch.missing). `measured`/`release`:
+    as Options (planner.measured), the estimate corrected as `search` corrects its candidates."""
     if arch is None or arch.missing:
         return None
     if layout.world is None:
@@ -496,5 +540,13 @@ def estimate_layout(
     memory = estimate_memory(arch, layout, hardware.hbm_gb, precision=precision, goal=goal, grad_bytes=grad_bytes)
     step = estimate_step(arch, hardware, layout, precision, goal, mtp_layers=mtp_layers, moe_token_drop=moe_token_drop,
                          grad_bytes=grad_bytes, cal=cal or CAL)
+    twin = None
+    if measured:
+        from mbridge_launch.planner.measured import correct, twin_for
+
+        opts = Options(mtp_layers=mtp_layers, moe_token_drop=moe_token_drop, cal=cal, measured=measured)
+        matches = _evidence(arch, hardware, layout.world or 0, precision, opts)
+        step, _ = correct(step, layout, matches, release)
+        twin = twin_for(layout, matches, release)
     return Candidate(layout, memory, step, ("uneven_pp",) if layout.uneven_pp else (),
-                     tuple(layout_pitfalls(layout, arch, hardware)))
+                     tuple(layout_pitfalls(layout, arch, hardware)), twin=twin)

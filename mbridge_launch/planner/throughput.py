@@ -205,6 +205,9 @@ class StepEstimate:
     # True when the model predicted more than MFU_CEILING of the precision and the estimate was
     # clamped to the ceiling (step time lengthened; breakdown["mfu_ceiling"] holds the added seconds)
     mfu_capped: bool = False
+    # measured / predicted of the measured row that corrected this estimate (planner.measured);
+    # 1.0 = the model's own figure
+    measured_ratio: float = 1.0
 
     @property
     def mfu_uncapped(self) -> float:

@@ -81,9 +81,12 @@ def resize_layout(recipe_layout: Any, *, world: int, seq_length: int, arch: Any,
 def _planner_estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) -> Any:
     if arch is None:
         return None
+    from mbridge_launch.planner.measured import shipped_for
     from mbridge_launch.planner.search import estimate_layout
 
-    return estimate_layout(layout, arch, hardware, precision=precision, goal=goal)
+    # corrected by NVIDIA's published rows of this configuration, as plan and estimate are
+    return estimate_layout(layout, arch, hardware, precision=precision, goal=goal,
+                           measured=shipped_for(arch.name, hardware.name, layout.world or 0, precision))
 
 
 def _planner_best(prefer: Any, arch: Any, hardware: Any, world: int, precision: str, goal: str) -> Resized | None:

@@ -96,8 +96,13 @@ def near_tie_layouts(plan: Plan, max_layouts: int = DEFAULT_MAX_LAYOUTS, *, top:
     if max_layouts < 1:
         raise UserError("tune.max_layouts", value=max_layouts)
     req = plan_request(plan)
+    from mbridge_launch.planner.measured import shipped_for
+    from mbridge_launch.planner.search import Options
+
+    # the ranking and estimates `plan` gives (planner.measured: the published rows of the request)
+    measured = shipped_for(req.arch.name, req.hardware.name, req.gpus, req.precision)
     result = search(req.arch, req.hardware, req.gpus, gbs=req.gbs, seq_length=req.seq_length, precision=req.precision,
-                    goal=req.goal, top=top)
+                    goal=req.goal, options=Options(measured=measured), top=top)
     band = assess(req.model, req.arch, req.hardware.name, req.precision, req.goal, req.seq_length, req.gpus).near_tie()
     own = plan.parallelism
     found = [Layout(c, rank, same_layout(c.layout, own), layout_label(c.layout))
@@ -118,7 +123,10 @@ def _own_layout(plan: Plan, candidates: list[Any], req: Request) -> Layout:
     for rank, c in enumerate(candidates, 1):
         if same_layout(c.layout, plan.parallelism):
             return Layout(c, rank, True, layout_label(c.layout))
-    estimate = estimate_layout(layout_of(plan), req.arch, req.hardware, precision=req.precision, goal=req.goal)
+    from mbridge_launch.planner.measured import shipped_for
+
+    estimate = estimate_layout(layout_of(plan), req.arch, req.hardware, precision=req.precision, goal=req.goal,
+                               measured=shipped_for(req.arch.name, req.hardware.name, req.gpus, req.precision))
     return Layout(estimate, None, True, layout_label(plan.parallelism))
 
 

@@ -104,9 +104,13 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.planner.calibration_file import resolve as resolve_calibration
 
     cal, cal_source = resolve_calibration(args.calibration)  # --calibration, the state's, or shipped
+    from mbridge_launch.planner.measured import shipped_for
+
+    # corrected by NVIDIA's published rows of this configuration, as `plan` is (planner.measured)
     cand = estimate_layout(layout, got.arch, hw, precision=got.precision, goal=got.goal,
                            mtp_layers=args.mtp_layers, moe_token_drop=args.moe_token_drop,
-                           grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal)
+                           grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal,
+                           measured=shipped_for(got.arch.name, hw.name, args.gpus, got.precision))
     # each rule warning and layout pitfall once, with its severity; not fitting is the verdict
     # (exit 3, EXIT_NO_LAYOUT), not a warning
     warnings = [{"code": v.code, "severity": v.severity, "message": v.message()}

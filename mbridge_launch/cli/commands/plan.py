@@ -56,8 +56,13 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.planner.calibration_file import resolve as resolve_calibration
 
     cal, cal_source = resolve_calibration(args.calibration)  # --calibration, the state's, or shipped
+    from mbridge_launch.planner.measured import shipped_for
+
+    # NVIDIA's published rows of this very configuration correct the estimates and rank the
+    # layouts they ran first (planner.measured)
     options = Options(recompute=args.recompute, fsdp=True if args.fsdp else None,
-                      grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal)
+                      grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal,
+                      measured=shipped_for(got.arch.name, got.hardware.name, gpus, got.precision))
     result = search(got.arch, got.hardware, gpus, gbs=gbs, seq_length=seq, precision=got.precision,
                     goal=got.goal, options=options, top=args.top)
     hw = got.hardware

@@ -69,6 +69,11 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
         "time_breakdown_s": {k: round(v, 4) for k, v in c.step.breakdown.items()},
         # what the ranking adds to log(tokens/s/GPU): the memory charge (search.ranking_terms)
         "ranking_terms": {k: round(v, 4) for k, v in ranking_terms(_memory_fraction(c), L).items()},
+        # the published row of this configuration that corrected the estimate (planner.measured),
+        # and whether it ran this very grid (then it ranks first)
+        "measured": c.measured.as_json() if c.measured is not None else None,
+        "corrected_by": c.twin.as_json() if c.twin is not None else None,
+        "measured_ratio": round(c.step.measured_ratio, 4),
     }
     split = split_json(c, arch)
     if split is not None and L.split is not None:
@@ -229,6 +234,7 @@ def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None =
     lines.append(t("planner.memory_title", stage=t(f"planner.stage.{c.memory.stage}"), total=c.memory.total,
                    hbm=hw.hbm_gb, limit=HEADROOM * hw.hbm_gb, headroom=1 - HEADROOM))
     lines.extend(memory_chart(c.memory, hw.hbm_gb))
+    lines.extend(evidence_lines(c))
     note = rank_note(rank - 1, ranked) if ranked else None
     if note:
         lines.append(note)
@@ -237,6 +243,21 @@ def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None =
         # the concrete settings (plan -o writes them), not a reminder to choose some
         lines.append(t("planner.split_line", split=split))
     return lines
+
+
+def evidence_lines(c: Candidate, lang: str | None = None) -> list[str]:
+    """What corrected the candidate's estimate (planner.measured): its own published row, or the
+    row of another layout of the same configuration; nothing for the model's own figure."""
+    twin = c.twin
+    if twin is None:
+        return []
+    release = twin.row.release or "-"
+    if c.measured is not None:
+        return [t("planner.measured_layout", lang=lang, measured=twin.row.tokens_per_sec, release=release,
+                  ratio=c.step.measured_ratio)]
+    g = twin.row.layout
+    return [t("planner.measured_corrected", lang=lang, ratio=c.step.measured_ratio, tp=g.tp, pp=g.pp, cp=g.cp, ep=g.ep,
+              release=release)]
 
 
 def rejected_text(rejected: dict[str, Rejection]) -> list[str]:

@@ -1,0 +1,124 @@
+"""Measured evidence (planner.measured): published rows of the request's configuration correct the
+estimates and rank the layouts they ran first; other configurations are untouched."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from mbridge_launch.knowledge.hardware import get_hardware
+from mbridge_launch.knowledge.models import load_arch
+from mbridge_launch.planner.calibration_rows import GRAD_BYTES, load_rows, with_fitting_recompute
+from mbridge_launch.planner.measured import correct, evidence, matching, scaled, shipped_for, twin_for
+from mbridge_launch.planner.search import Options, estimate_layout, search
+from mbridge_launch.planner.throughput import estimate_step
+
+ROWS = load_rows()
+
+
+def _rows(model: str, system: str, world: int, precision: str):
+    arch = load_arch(model)
+    return matching(ROWS, arch.name, system, world, precision)
+
+
+def test_shipped_for_reads_the_rows_of_one_configuration():
+    rows = shipped_for("llama3_8b", "h100", 8, "fp8cs")
+    assert {r.release for r in rows} >= {"25.09", "25.11"}
+    assert all((r.model, r.system, r.layout.world, r.precision) == ("llama3_8b", "h100", 8, "fp8cs") for r in rows)
+    assert shipped_for("llama3_8b", "h100", 16, "fp8cs") == ()  # no row at 16 GPUs
+    assert shipped_for("no_such_model", "h100", 8, "fp8cs") == ()
+
+
+def test_twin_prefers_the_same_grid_then_the_nearest_release():
+    rows = _rows("qwen3_30b_a3b", "h100", 16, "fp8cs")
+    matches = evidence(rows)
+    # 25.09 published this configuration with token drop: another variant, not evidence here
+    assert {m.row.release for m in matches} == {"25.11", "26.02", "26.02.01"}
+    published = rows[0].layout
+    newest = twin_for(published, matches)
+    assert newest.row.release == "26.02.01" and newest.ran(published)
+    # held out 26.02: its neighbours are 25.11 (earlier) and 26.02.01 (later), the earlier one wins a tie
+    mid = twin_for(published, [m for m in matches if m.row.release != "26.02"], release="26.02")
+    assert mid.row.release == "25.11"
+    # a grid no row ran still gets a twin (the nearest release), but is not "measured"
+    other = replace(published, tp=2, ep=4)
+    twin = twin_for(other, matches)
+    assert twin is not None and not twin.ran(other)
+
+
+def test_scaled_keeps_the_step_parts_adding_up():
+    row = _rows("llama3_70b", "h100", 64, "fp8cs")[0]
+    step = estimate_step(row.arch, row.hw, with_fitting_recompute(row), row.precision, grad_bytes=GRAD_BYTES)
+    up = scaled(step, 1.25)
+    assert up.tokens_per_sec_per_gpu == pytest.approx(step.tokens_per_sec_per_gpu * 1.25)
+    assert up.step_time_s == pytest.approx(step.step_time_s / 1.25)
+    assert up.mfu == pytest.approx(step.mfu * 1.25)
+    assert sum(up.breakdown.values()) == pytest.approx(up.step_time_s, rel=1e-6)
+    assert up.measured_ratio == pytest.approx(1.25)
+
+
+def test_correct_gives_the_measured_figure_for_the_row_itself():
+    for row in ROWS:
+        if not row.tokens_per_sec or not row.valid:
+            continue
+        layout = with_fitting_recompute(row)
+        step = estimate_step(row.arch, row.hw, layout, row.precision, mtp_layers=row.mtp_layers,
+                             moe_token_drop=row.token_drop, grad_bytes=GRAD_BYTES)
+        got, twin = correct(step, layout, evidence([row]))
+        assert twin is not None and twin.row is row
+        assert got.tokens_per_sec_per_gpu == pytest.approx(row.tokens_per_sec, rel=1e-9)
+
+
+def _plan(model, system, world, gbs, seq, precision, measured, release=None, top=10):
+    arch, hw = load_arch(model), get_hardware(system)
+    return search(arch, hw, world, gbs=gbs, seq_length=seq, precision=precision,
+                  options=Options(grad_bytes=GRAD_BYTES, measured=measured, release=release), top=top)
+
+
+@pytest.mark.parametrize("model,system,world,gbs,seq,precision", [
+    ("llama3_70b", "h100", 64, 128, 8192, "fp8cs"),
+    ("qwen3_30b_a3b", "h100", 16, 1024, 4096, "fp8cs"),
+    ("llama31_405b", "gb200", 128, 64, 8192, "fp8cs"),
+])
+def test_a_measured_layout_ranks_first_with_its_measured_speed(model, system, world, gbs, seq, precision):
+    rows = [r for r in _rows(model, system, world, precision) if r.layout.gbs == gbs and r.valid]
+    assert rows, "the published rows of this configuration"
+    newest = max(rows, key=lambda r: tuple(int(p) for p in r.release.split(".")))
+    plain = _plan(model, system, world, gbs, seq, precision, ())
+    found = _plan(model, system, world, gbs, seq, precision, tuple(rows))
+    first = found.candidates[0]
+    assert first.measured is not None
+    L, P = first.layout, newest.layout
+    assert (L.tp, L.pp, L.cp, L.ep, L.fsdp) == (P.tp, P.pp, P.cp, P.ep, P.fsdp)
+    # the row's own micro-batch and virtual pipeline size, and (same layout) its own measured speed
+    if (L.mbs, L.vp_size) == (P.mbs, P.vp_size) and L.recompute == with_fitting_recompute(newest).recompute:
+        assert first.tokens_per_sec_per_gpu == pytest.approx(newest.tokens_per_sec, rel=0.02)
+    # every candidate is corrected by a row of the configuration; without rows, none is
+    assert all(c.twin is not None and c.step.measured_ratio != 1.0 for c in found.candidates)
+    assert all(c.twin is None and c.step.measured_ratio == 1.0 for c in plain.candidates)
+    # the model's ranking of the other layouts is kept: same order up to the measured one moved first
+    rest = [c.grid for c in found.candidates if c.measured is None]
+    plain_grids = [c.grid for c in plain.candidates]
+    assert [g for g in rest if g in plain_grids] == [g for g in plain_grids if g in rest]
+
+
+def test_rows_of_other_configurations_change_nothing():
+    rows = tuple(_rows("llama3_70b", "h100", 64, "fp8cs"))
+    plain = _plan("llama3_70b", "b200", 64, 128, 8192, "fp8cs", ())
+    other = _plan("llama3_70b", "b200", 64, 128, 8192, "fp8cs", rows)  # rows of H100, request on B200
+    assert [(c.grid, c.tokens_per_sec_per_gpu) for c in plain.candidates] == \
+           [(c.grid, c.tokens_per_sec_per_gpu) for c in other.candidates]
+
+
+def test_estimate_layout_agrees_with_search():
+    rows = tuple(r for r in _rows("llama3_70b", "h100", 64, "fp8cs") if r.layout.gbs == 128)
+    found = _plan("llama3_70b", "h100", 64, 128, 8192, "fp8cs", rows, top=3)
+    for c in found.candidates:
+        again = estimate_layout(c.layout, load_arch("llama3_70b"), get_hardware("h100"), precision="fp8cs",
+                                grad_bytes=GRAD_BYTES, measured=rows)
+        assert again.tokens_per_sec_per_gpu == pytest.approx(c.tokens_per_sec_per_gpu, rel=1e-9)
+        assert (again.measured is None) == (c.measured is None)
+    assert math.isclose(found.candidates[0].step.measured_ratio,
+                        found.candidates[1].step.measured_ratio) or found.candidates[1].measured is not None
