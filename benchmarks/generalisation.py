@@ -180,7 +180,9 @@ def corrected_predict(r: Row, cal, evidence_rows: Sequence[Row], release: str) -
     est = predict_step(r, layout, cal)
     matches = evidence(matching(evidence_rows, r.arch.name, r.hw.name, r.layout.world or 0, r.precision, r.mtp_layers,
                                 r.token_drop), cal)
-    return correct(est, layout, matches, release)[0].tokens_per_sec_per_gpu
+    from mbridge_launch.planner.throughput import mfu_ceiling
+
+    return correct(est, layout, matches, release, mfu_ceiling(r.precision))[0].tokens_per_sec_per_gpu
 
 
 def predict_step(r: Row, layout, cal):

@@ -119,23 +119,30 @@ def twin_for(layout: Any, matches: Sequence[Measured], release: str | None = Non
     return min(matches, key=distance)
 
 
-def scaled(step: "StepEstimate", ratio: float) -> "StepEstimate":
+def scaled(step: "StepEstimate", ratio: float, ceiling: float | None = None) -> "StepEstimate":
     """A step estimate with its speed multiplied by `ratio`: the step time and each of its parts
-    divided by it (the parts still add up to the step)."""
-    return replace(step, step_time_s=step.step_time_s / ratio, tokens_per_sec_per_gpu=step.tokens_per_sec_per_gpu * ratio,
-                   model_tflops_per_gpu=step.model_tflops_per_gpu * ratio, mfu=step.mfu * ratio,
-                   breakdown={k: v / ratio for k, v in step.breakdown.items()},
-                   measured_ratio=step.measured_ratio * ratio)
+    divided by it (the parts still add up to the step). With `ceiling` (the precision's MFU
+    ceiling, throughput.MFU_CEILING) a correction never lifts an estimate above it: the step is
+    lengthened to the ceiling, the added seconds under breakdown["mfu_ceiling"], as the model does."""
+    parts = {k: v / ratio for k, v in step.breakdown.items()}
+    kept = ratio
+    capped = step.mfu_capped
+    if ceiling is not None and step.mfu * ratio > ceiling:
+        kept, capped = ceiling / step.mfu, True
+        parts["mfu_ceiling"] = parts.get("mfu_ceiling", 0.0) + step.step_time_s / kept - step.step_time_s / ratio
+    return replace(step, step_time_s=step.step_time_s / kept, tokens_per_sec_per_gpu=step.tokens_per_sec_per_gpu * kept,
+                   model_tflops_per_gpu=step.model_tflops_per_gpu * kept, mfu=step.mfu * kept, breakdown=parts,
+                   mfu_capped=capped, measured_ratio=step.measured_ratio * kept)
 
 
-def correct(step: "StepEstimate", layout: Any, matches: Sequence[Measured],
-            release: str | None = None) -> tuple["StepEstimate", Measured | None]:
+def correct(step: "StepEstimate", layout: Any, matches: Sequence[Measured], release: str | None = None,
+            ceiling: float | None = None) -> tuple["StepEstimate", Measured | None]:
     """The estimate corrected by the layout's twin (unchanged without one), and the twin when it
     ran this very (TP, PP, CP, EP) (the candidate is then 'measured')."""
     twin = twin_for(layout, matches, release)
     if twin is None:
         return step, None
-    return scaled(step, twin.ratio), twin if twin.ran(layout) else None
+    return scaled(step, twin.ratio, ceiling), twin if twin.ran(layout) else None
 
 
 # ------------------------------------------------------------------ the shipped rows of a request

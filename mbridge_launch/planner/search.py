@@ -424,7 +424,7 @@ def _with_evidence(arch: ModelArch, hw: Hardware, model, cand: Candidate, matche
                     cand = Candidate(trial, memory, model.step(trial), cand.notes,
                                      tuple(layout_pitfalls(trial, arch, hw)))
                     break
-    step, _ = correct(cand.step, cand.layout, matches, opts.release)
+    step, _ = correct(cand.step, cand.layout, matches, opts.release, model.mfu_ceiling)
     return replace(cand, step=step, twin=twin_for(cand.layout, matches, opts.release))
 
 
@@ -546,7 +546,9 @@ def estimate_layout(
 
         opts = Options(mtp_layers=mtp_layers, moe_token_drop=moe_token_drop, cal=cal, measured=measured)
         matches = _evidence(arch, hardware, layout.world or 0, precision, opts)
-        step, _ = correct(step, layout, matches, release)
+        from mbridge_launch.planner.throughput import mfu_ceiling
+
+        step, _ = correct(step, layout, matches, release, mfu_ceiling(precision))
         twin = twin_for(layout, matches, release)
     return Candidate(layout, memory, step, ("uneven_pp",) if layout.uneven_pp else (),
                      tuple(layout_pitfalls(layout, arch, hardware)), twin=twin)

@@ -217,6 +217,11 @@ class StepEstimate:
         return self.mfu * self.step_time_s / (self.step_time_s - extra) if extra else self.mfu
 
 
+def mfu_ceiling(precision: str) -> float:
+    """The MFU ceiling of a precision (MFU_CEILING): no estimate goes above it."""
+    return MFU_CEILING[_EFF_KEY.get(precision, precision)]
+
+
 def ceiling_note(est: StepEstimate, precision: str, lang: str | None = None) -> str | None:
     """The card line of a clamped estimate (message planner.mfu_capped), None when not capped."""
     if not est.mfu_capped:

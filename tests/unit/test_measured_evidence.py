@@ -13,7 +13,7 @@ from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner.calibration_rows import GRAD_BYTES, load_rows, with_fitting_recompute
 from mbridge_launch.planner.measured import correct, evidence, matching, scaled, shipped_for, twin_for
 from mbridge_launch.planner.search import Options, estimate_layout, search
-from mbridge_launch.planner.throughput import estimate_step
+from mbridge_launch.planner.throughput import estimate_step, mfu_ceiling
 
 ROWS = load_rows()
 
@@ -57,6 +57,16 @@ def test_scaled_keeps_the_step_parts_adding_up():
     assert up.mfu == pytest.approx(step.mfu * 1.25)
     assert sum(up.breakdown.values()) == pytest.approx(up.step_time_s, rel=1e-6)
     assert up.measured_ratio == pytest.approx(1.25)
+
+
+def test_a_correction_never_lifts_an_estimate_above_the_mfu_ceiling():
+    row = _rows("llama3_70b", "h100", 64, "fp8cs")[0]
+    step = estimate_step(row.arch, row.hw, with_fitting_recompute(row), row.precision, grad_bytes=GRAD_BYTES)
+    ceiling = mfu_ceiling(row.precision)
+    up = scaled(step, 2 * ceiling / step.mfu, ceiling)
+    assert up.mfu == pytest.approx(ceiling) and up.mfu_capped
+    assert up.mfu_uncapped == pytest.approx(2 * ceiling)  # what the correction alone would give
+    assert sum(up.breakdown.values()) == pytest.approx(up.step_time_s, rel=1e-6)
 
 
 def test_correct_gives_the_measured_figure_for_the_row_itself():
