@@ -113,6 +113,30 @@ def _row_entry(row: Row, loso: float | None, lomo: float | None, in_sample: floa
             "gap_loso": rounded(gap_loso), "gap_lomo": rounded(gap_lomo)}
 
 
+# the columns that name a row of the table across rewrites: generalisation.py adds its
+# leave-one-release-out errors of corrected estimates (loro_measured) to the rows it matches
+ROW_KEY = ("release", "model", "system", "precision", "gpus", "seq_length", "variant", "layout")
+MEASURED_FIELD = "loro_measured"
+
+
+def row_key(entry: dict) -> tuple:
+    return tuple(entry.get(k) for k in ROW_KEY)
+
+
+def carry_measured(doc: dict, previous: dict | None) -> dict:
+    """`doc` with the loro_measured errors (and their settings) of `previous` (the file it
+    replaces) on the rows they were computed for: this script's refits do not compute them."""
+    if not previous:
+        return doc
+    kept = {row_key(e): e.get(MEASURED_FIELD) for e in previous.get("rows", []) if e.get(MEASURED_FIELD) is not None}
+    for entry in doc["rows"]:
+        if row_key(entry) in kept:
+            entry[MEASURED_FIELD] = kept[row_key(entry)]
+    if "measured_settings" in previous:
+        doc["measured_settings"] = previous["measured_settings"]
+    return doc
+
+
 def summary_of(entries: list[dict]) -> dict:
     """What the rows cover: the domain dimensions (domain.domain_of reads the rows themselves;
     this copy is for a reader of the file and for --check)."""
@@ -179,7 +203,8 @@ def main() -> int:
     held, gaps = leave_one_out_with_gaps(rows, args.iters, args.rounds, args.restarts, args.jobs)
     settings = {"iters": args.iters, "rounds": args.rounds, "restarts": args.restarts,
                 "seconds": round(time.time() - start)}
-    doc = build(rows, held, settings, gaps)
+    previous = json.loads(args.output.read_text(encoding="utf-8")) if args.output.exists() else None
+    doc = carry_measured(build(rows, held, settings, gaps), previous)
     atomic_write_text(args.output, json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.output} ({len(doc['rows'])} rows, {settings['seconds']} s)")
     return 0

@@ -124,10 +124,10 @@ class RowResult:
     in_tie: bool
     tie_size: int
     band: float  # the near-tie band (fraction)
+    corrected: bool = False  # measured rows of the training releases corrected the estimate
 
 
-def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None, evidence_rows: Sequence[Row] = (),
-            release: str | None = None) -> dict[int, tuple[int | None, str, bool, int, float]]:
+def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None, evidence_rows: Sequence[Row] = ()) -> dict[int, tuple[int | None, str, bool, int, float]]:
     """accuracy.rank_of_published with the refit constants (Options.cal), plus the near-tie set
     within the request's near-tie tolerance (planner.domain.tie_band, as `plan`), taken from the
     domain table's rows of the training releases only (`train_releases`; None: every row): per
@@ -151,7 +151,7 @@ def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None,
         if key not in cache:
             res = search(row.arch, row.hw, world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
                          options=Options(cal=cal, mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop,
-                                         grad_bytes=GRAD_BYTES, measured=tuple(evidence_rows), release=release),
+                                         grad_bytes=GRAD_BYTES, measured=tuple(evidence_rows)),
                          top=TOP)
             cache[key] = res.candidates
         cands = cache[key]
@@ -159,7 +159,8 @@ def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None,
         rank = next((i + 1 for i, c in enumerate(cands) if grid(c.layout) == want), None)
         first = cands[0].layout if cands else None
         chosen = f"TP{first.tp} PP{first.pp} CP{first.cp} EP{first.ep}" if first else "-"
-        band = assess(row.model, row.arch, row.hw.name, row.precision, goal, L.seq_length, world, table).near_tie().within
+        band = assess(row.model, row.arch, row.hw.name, row.precision, goal, L.seq_length, world, table,
+                      measured=bool(cands) and cands[0].twin is not None).near_tie().within
         ties = near_tie_set(cands, band)
         out[row.index] = (rank, chosen, rank is not None and any(r == rank for r, _ in ties), len(ties), band)
     return out
@@ -171,9 +172,10 @@ def _ranked(rows: list[Row], cal, train_releases: tuple[str, ...] | None = None,
 EVIDENCE = os.environ.get("MBL_NO_EVIDENCE") != "1"
 
 
-def corrected_predict(r: Row, cal, evidence_rows: Sequence[Row], release: str) -> float:
+def corrected_predict(r: Row, cal, evidence_rows: Sequence[Row]) -> tuple[float, bool]:
     """The published layout's tokens/s as `plan` and `estimate` give it: the model's, corrected by
-    the nearest measured row of the same configuration among `evidence_rows` (none: the model's)."""
+    the nearest measured row of the same configuration among `evidence_rows` (none: the model's);
+    and whether such a row corrected it."""
     from mbridge_launch.planner.measured import correct, evidence, matching
 
     layout = with_fitting_recompute(r)
@@ -182,7 +184,7 @@ def corrected_predict(r: Row, cal, evidence_rows: Sequence[Row], release: str) -
                                 r.token_drop), cal)
     from mbridge_launch.planner.throughput import mfu_ceiling
 
-    return correct(est, layout, matches, release, mfu_ceiling(r.precision))[0].tokens_per_sec_per_gpu
+    return correct(est, layout, matches, mfu_ceiling(r.precision))[0].tokens_per_sec_per_gpu, bool(matches)
 
 
 def predict_step(r: Row, layout, cal):
@@ -198,18 +200,19 @@ def score_split(split: Split, rows: list[Row], cal) -> list[RowResult]:
     test = [r for r in rows if r.release == split.test]
     measured_train = [r for r in train if r.tokens_per_sec]
     evidence_rows = train if EVIDENCE else []
-    ranked = _ranked(test, cal, tuple(split.train), evidence_rows, split.test)
+    ranked = _ranked(test, cal, tuple(split.train), evidence_rows)
     out = []
     for r in test:
         tps = r.tokens_per_sec
-        err = corrected_predict(r, cal, evidence_rows, split.test) / tps - 1 if tps else None
+        predicted, corrected = corrected_predict(r, cal, evidence_rows)
+        err = predicted / tps - 1 if tps else None
         mfu = _baseline_predict(r, measured_train) / tps - 1 if tps and measured_train else None
         twin = counterpart(r, train)
         copy = twin.tokens_per_sec / tps - 1 if twin is not None and twin.tokens_per_sec and tps else None
         rank, chosen, in_tie, size, band = ranked[r.index]
         out.append(RowResult(split.protocol, split.label, r.index, r.label, r.valid, err, mfu, copy, twin is not None,
                              twin is not None and grid(twin.layout) == grid(r.layout), rank, chosen, in_tie, size,
-                             band))
+                             band, corrected))
     return out
 
 
@@ -382,6 +385,7 @@ class Figures:
     copy_valid: int  # valid rows with a counterpart
     first_with_copy: int  # the planner's first choices on those rows (the same rows as the baseline)
     error_with_copy: float | None = None  # the planner's median error on the rows the copy baseline predicts
+    mfu_with_copy: float | None = None  # the median-MFU table's on those rows
 
 
 def figures(results: list[RowResult]) -> Figures:
@@ -400,7 +404,8 @@ def figures(results: list[RowResult]) -> Figures:
         band_median=statistics.median(r.band for r in valid) if valid else None,
         copy_first=sum(r.copy_first for r in valid if r.has_copy), copy_valid=sum(r.has_copy for r in valid),
         first_with_copy=sum(r.rank == 1 for r in valid if r.has_copy),
-        error_with_copy=_median_abs([r.error for r in measured if r.copy_error is not None and r.error is not None]))
+        error_with_copy=_median_abs([r.error for r in measured if r.copy_error is not None and r.error is not None]),
+        mfu_with_copy=_median_abs([r.mfu_error for r in measured if r.copy_error is not None and r.mfu_error is not None]))
 
 
 def _verdict(ok: bool | None) -> str:
@@ -450,6 +455,15 @@ def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], 
         return (f"{_p(f.copy_error)} ({f.copy_measured} measured rows with a measured counterpart; "
                 f"{f.no_copy} rows without a counterpart)")
 
+    def same_rows_cell(f: Figures) -> str:
+        """The planner against both baselines on exactly the rows the copy baseline predicts."""
+        if f.error_with_copy is None:
+            return "-"
+        below = [b for b in (f.mfu_with_copy, f.copy_error) if b is not None]
+        ok = all(f.error_with_copy < b for b in below) if below else None
+        return (f"{_p(f.error_with_copy)} ({f.copy_measured} rows; median-MFU table {_p(f.mfu_with_copy)}, copy "
+                f"{_p(f.copy_error)}){_verdict(ok)}")
+
     lines += [
         f"| published layout in the near-tie set | >= 90% | {tie_cell(lo)} | {tie_cell(tm)} |",
         f"| median near-tie set size | <= 3 | {size_cell(lo)} | {size_cell(tm)} |",
@@ -462,8 +476,8 @@ def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], 
         (f"| baseline: copy-the-last-layout first choice = published | - | {_share(lo.copy_first, lo.copy_valid)} "
          f"(rows with a counterpart; {_share(lo.copy_first, lo.valid)} of all valid) | "
          f"{_share(tm.copy_first, tm.copy_valid)} ({_share(tm.copy_first, tm.valid)} of all valid) |"),
-        (f"| planner tokens/s/GPU median abs error on the copy baseline's rows | - | {_p(lo.error_with_copy)} "
-         f"({lo.copy_measured} rows) | {_p(tm.error_with_copy)} ({tm.copy_measured} rows) |"),
+        (f"| planner tokens/s/GPU median abs error on the copy baseline's rows | below both baselines on the same "
+         f"rows | {same_rows_cell(lo)} | {same_rows_cell(tm)} |"),
         (f"| planner first choice on the same rows (those with a counterpart) | - | "
          f"{_share(lo.first_with_copy, lo.copy_valid)} | {_share(tm.first_with_copy, tm.copy_valid)} |"), ""]
     lines += [
@@ -472,12 +486,16 @@ def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], 
          "estimated for the published layout with the lightest recompute that fits, and `search` ranks the grids "
          f"with the refit constants (`Options(cal=...)`, top {TOP}). Measured evidence (planner.measured, as `plan`, "
          "`estimate` and `recommend` use the shipped rows): the training releases' rows of the same model, system, GPU "
-         "count, precision and variant correct every estimate by the measured / predicted of the row nearest the "
-         "held-out release (the same grid first), and a layout such a row ran ranks first; `MBL_NO_EVIDENCE=1` scores "
-         "the throughput model alone. The near-tie set is symmetric: a layout predicted more than the tolerance faster "
-         "than a measured first is the model's disagreement, listed but not a tie. The near-tie set holds the listed candidates "
+         "count, precision and variant correct every estimate by the measured / predicted of one row (the same grid "
+         "first, then the newest release, as `plan` picks it; the release nearest the held-out one erred more), and "
+         "a layout such a row ran ranks first; `MBL_NO_EVIDENCE=1` scores the throughput model alone. The near-tie "
+         "set is symmetric: a layout predicted more than the tolerance faster than a measured first is the model's "
+         "disagreement, listed but not a tie. The near-tie set holds every measured layout and the listed candidates "
          "predicted within the request's near-tie tolerance of the first (planner.near_tie.near_tie_set with "
-         "planner.domain.assess(...).near_tie(), as `plan`): the 90% quantile of how far below the first the "
+         "planner.domain.assess(..., measured=...).near_tie(), as `plan`): where measured rows correct the "
+         "estimates, the median leave-one-release-out error of corrected estimates of the nearest rows "
+         "(loro_measured, which this benchmark writes into catalog/calibration-domain.json from its own "
+         "leave-one-release-out scoring); otherwise the 90% quantile of how far below the first the "
          "published layouts of the nearest rows were predicted by the leave-one-system/model-out refits of "
          "catalog/calibration-domain.json, taken here from the training releases' rows only (those refits, "
          "computed once on every release, did see the held-out release's rows: a leak the tolerance's width "
@@ -554,7 +572,45 @@ def main() -> int:
         from results_file import write_section
 
         write_section(HEADING, text, before="## Physical bounds")
+        if EVIDENCE and not any(s.protocol == LORO for s in missing):
+            path = write_measured_errors(done, rows, settings)
+            print(f"wrote the leave-one-release-out errors of corrected estimates into {path}")
     return 0
+
+
+def measured_errors(done: list[tuple[Split, list[RowResult]]], rows: Sequence[Row]) -> dict[tuple, float | None]:
+    """Per domain-table row key (domain_table.row_key): the leave-one-release-out error of the
+    estimate corrected by the other releases' measured rows, None where none corrected it."""
+    from domain_table import _row_entry, row_key
+
+    by_index = {r.index: r for r in rows}
+    out: dict[tuple, float | None] = {}
+    for split, results in done:
+        if split.protocol != LORO:
+            continue
+        for res in results:
+            if res.error is not None:
+                out[row_key(_row_entry(by_index[res.index], None, None, None))] = (
+                    round(res.error, 4) if res.corrected else None)
+    return out
+
+
+def write_measured_errors(done: list[tuple[Split, list[RowResult]]], rows: Sequence[Row], settings: dict) -> Path:
+    """Write `loro_measured` into catalog/calibration-domain.json (planner.domain's band and
+    near-tie tolerance of corrected estimates). The errors do not depend on the bands this run
+    read from the file, so a second run writes the same values."""
+    import json
+
+    from domain_table import MEASURED_FIELD, TARGET, row_key
+    from mbridge_launch.base.atomic import atomic_write_text
+
+    errors = measured_errors(done, rows)
+    doc = json.loads(TARGET.read_text(encoding="utf-8"))
+    for entry in doc["rows"]:
+        entry[MEASURED_FIELD] = errors.get(row_key(entry))
+    doc["measured_settings"] = {k: settings[k] for k in ("iters", "rounds", "restarts", "quick")}
+    atomic_write_text(TARGET, json.dumps(doc, indent=1) + "\n")
+    return TARGET
 
 
 if __name__ == "__main__":

@@ -21,13 +21,13 @@ on the records as stored, so that every field the catalog keeps is compared and 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.json_text import parse_json
 
 KINDS = ("library", "benchmark")
 MAX_CATALOG_BYTES = 64 << 20  # the 0.6.2 catalog is 1.8 MB; a file far larger is not a catalog
@@ -175,7 +175,7 @@ def _parse(path: Path, source: str, text: str, versions: list[str]) -> CatalogDa
         return UserError("catalog.diff.bad_file", path=str(path), reason=reason, choices=", ".join(versions) or "-")
 
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError as exc:
         raise bad(f"not valid JSON: {exc}") from None
     if not isinstance(data, dict) or "megatron_bridge_version" not in data:

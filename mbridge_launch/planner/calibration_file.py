@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.json_text import parse_json
 from mbridge_launch.planner.throughput import BOUNDS, CAL, Calibration
 
 SCHEMA = "mbridge-launch/calibration"
@@ -178,7 +179,7 @@ def read(path: str | Path) -> tuple[Calibration, Meta]:
     where = str(path)
     text = read_bounded_text(path, MAX_BYTES, "calibration")
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError as exc:
         raise UserError("calibration.file.not_json", path=where, reason=str(exc)[:200]) from None
     return from_json(data, where)

@@ -99,10 +99,15 @@ class CalibrationRow:
     gap_loso: float | None = None
     gap_lomo: float | None = None
     release: str = ""  # the container release the row was published for (benchmarks hold one out)
+    # leave-one-release-out error of the estimate corrected by the measured rows of the same
+    # configuration in the other releases (planner.measured; benchmarks/generalisation.py writes
+    # it): None when no other release measured the row's configuration
+    loro_measured: float | None = None
 
     def held_out(self, kind: str) -> float | None:
         """|error| of the held-out refit `kind` ("system", "model" or "worst" of the two)."""
-        values = {"system": [self.loso], "model": [self.lomo], "worst": [self.loso, self.lomo]}[kind]
+        values = {"system": [self.loso], "model": [self.lomo], "worst": [self.loso, self.lomo],
+                  "measured": [self.loro_measured]}[kind]
         known = [abs(v) for v in values if v is not None]
         return max(known) if known else None
 
@@ -285,7 +290,9 @@ class ErrorBand:
                 "widened_for": list(self.widened_for)}
 
 
-def _loo_kind(req: Request, table: Table) -> str:
+def _loo_kind(req: Request, table: Table, measured: bool = False) -> str:
+    if measured and any(r.loro_measured is not None for r in table.rows):
+        return "measured"
     system_seen = req.system in table.values("system")
     model_seen = req.model in table.values("model")
     if not system_seen and model_seen:
@@ -301,12 +308,13 @@ def _p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
-def _nearest(domain: Domain, table: Table, value: Any) -> tuple[str, tuple[str, ...], list[float], float, list[str]]:
+def _nearest(domain: Domain, table: Table, value: Any,
+             measured: bool = False) -> tuple[str, tuple[str, ...], list[float], float, list[str]]:
     """(held-out kind, tier, the rows' values, widening factor, dimensions widened for): the
     values `value(row, kind)` of the nearest calibrated rows (module docstring: which held-out
     refit, which rows, how it widens outside the domain)."""
     req = domain.request
-    loo = _loo_kind(req, table)
+    loo = _loo_kind(req, table, measured)
     attrs = {"system": lambda r: r.system == req.system, "precision": lambda r: r.precision == req.precision,
              "family": lambda r: (r.family, r.kind) == (req.family, req.kind)}
     chosen: tuple[str, ...] = ()
@@ -316,7 +324,10 @@ def _nearest(domain: Domain, table: Table, value: Any) -> tuple[str, tuple[str, 
         if len(found) >= MIN_ROWS or not tier:
             chosen = tier
             break
-    covered = {"system": {"system"}, "model": {"family"}, "worst": {"system", "family"}}[loo]
+    # a measured row of the request's own system, GPU count, precision and model stands in for
+    # what those dimensions would extrapolate
+    covered = {"system": {"system"}, "model": {"family"}, "worst": {"system", "family"},
+               "measured": {"system", "gpus", "precision", "family"}}[loo]
     outside = domain.outside
     uncovered = [d for d in outside if d not in covered]
     if loo == "worst" and "system" in outside and "family" in outside:
@@ -330,11 +341,13 @@ def _scope(domain: Domain, tier: tuple[str, ...]) -> tuple[tuple[str, str], ...]
     return tuple((a, values[a]) for a in tier)
 
 
-def error_band(domain: Domain, table: Table | None = None) -> ErrorBand:
+def error_band(domain: Domain, table: Table | None = None, measured: bool = False) -> ErrorBand:
     """The held-out error of the nearest calibrated rows (module docstring: which error, which
-    rows, how it widens outside the domain)."""
+    rows, how it widens outside the domain). `measured`: the estimate is corrected by measured
+    rows of its configuration (planner.measured), so the error is that of such corrected
+    estimates on held-out releases (CalibrationRow.loro_measured), where the table has it."""
     table = table or load_table()
-    loo, chosen, errors, factor, uncovered = _nearest(domain, table, lambda r, kind: r.held_out(kind))
+    loo, chosen, errors, factor, uncovered = _nearest(domain, table, lambda r, kind: r.held_out(kind), measured)
     median = min(statistics.median(errors) * factor, MAX_BAND) if errors else MAX_BAND
     p90 = min(_p90(sorted(errors)) * factor, MAX_BAND) if errors else MAX_BAND
     return ErrorBand(median, max(p90, median), len(errors), loo, _scope(domain, chosen), factor, tuple(uncovered))
@@ -358,10 +371,14 @@ class TieBand:
     widen: float = 1.0
     widened_for: tuple[str, ...] = ()
     measured: bool = True  # False: the error band's median stands in (no gap figures)
+    # True: the first is a measured layout (planner.measured); the set holds every measured layout
+    # and those within the median held-out error of corrected estimates (ErrorBand "measured")
+    evidence: bool = False
 
     def basis(self, lang: str | None = None) -> str:
         scope = " ".join(v for _, v in self.scope) if self.scope else t("planner.domain.scope_all", lang=lang)
-        key = "planner.domain.tie_basis" if self.measured else "planner.domain.basis"
+        key = ("planner.domain.tie_basis_measured" if self.evidence else
+               "planner.domain.tie_basis" if self.measured else "planner.domain.basis")
         text = t(key, lang=lang, loo=t(f"planner.domain.loo.{self.loo}", lang=lang), rows=self.rows, scope=scope,
                  coverage=TIE_COVERAGE)
         if self.widened_for:
@@ -370,7 +387,13 @@ class TieBand:
 
 
 def tie_band(domain: Domain, table: Table | None = None, band: ErrorBand | None = None) -> TieBand:
+    """The near-tie tolerance (TieBand). With a `band` of estimates corrected by measured rows
+    (loo "measured"), its median: the published layout was one of the measured layouts for most
+    held-out rows (benchmarks/RESULTS.md), so the set is those and the layouts the corrected
+    model cannot tell from the first within its own error."""
     table = table or load_table()
+    if band is not None and band.loo == "measured":
+        return TieBand(band.median, band.rows, band.loo, band.scope, band.widen, band.widened_for, evidence=True)
     loo, chosen, gaps, factor, uncovered = _nearest(domain, table, lambda r, kind: r.held_out_gap(kind))
     if not gaps:
         band = band or error_band(domain, table)
@@ -406,9 +429,10 @@ class Assessment:
 
 
 def assess(model: str, arch: ModelArch | None, system: str, precision: str, goal: str, seq_length: int, gpus: int,
-           table: Table | None = None) -> Assessment:
-    """The domain and the error band of one request (what `estimate` and `plan` print)."""
+           table: Table | None = None, measured: bool = False) -> Assessment:
+    """The domain and the error band of one request (what `estimate` and `plan` print);
+    `measured`: its estimate is corrected by measured rows of its configuration (error_band)."""
     table = table or load_table()
     domain = domain_of(model, arch, system, precision, goal, seq_length, gpus, table)
-    band = error_band(domain, table)
+    band = error_band(domain, table, measured)
     return Assessment(domain, band, tie_band(domain, table, band))

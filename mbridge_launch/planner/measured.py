@@ -7,8 +7,8 @@ configuration in another release errs by about 2% (benchmarks/RESULTS.md, "Gener
 releases"). So, where such a row exists:
 
 - **estimates are corrected**: a candidate's tokens/s is the model's times the ratio measured /
-  predicted of the row chosen for it (`twin_for`: the same (TP, PP, CP, EP, FSDP) first, then the release
-  nearest the target, the same variant, GBS and sequence). The model still says how the candidate
+  predicted of the row chosen for it (`twin_for`: the same (TP, PP, CP, EP, FSDP) first, then the newest
+  release, the same GBS and sequence). The model still says how the candidate
   differs from the measured layout; the measurement says where the configuration really lies.
 - **a measured layout is ranked first** (`rank_key`): it is the layout NVIDIA's tuning (or the
   user's run) found and ran; the model's claim that another layout is faster has been wrong more
@@ -96,27 +96,16 @@ def matching(rows: Iterable["Row"], arch_name: str, system: str, world: int, pre
             and r.mtp_layers == mtp_layers and r.token_drop == token_drop]
 
 
-def twin_for(layout: Any, matches: Sequence[Measured], release: str | None = None) -> Measured | None:
-    """The row that corrects `layout`'s estimate: the same (TP, PP, CP, EP, FSDP) first, then the release
-    nearest `release` (None: the newest), an earlier release before a later one at the same
-    distance, then the same GBS and sequence length."""
+def twin_for(layout: Any, matches: Sequence[Measured]) -> Measured | None:
+    """The row that corrects `layout`'s estimate: the same (TP, PP, CP, EP, FSDP) first, then the
+    newest release (the software the request will run; on held-out releases the newest row erred
+    less than the one nearest in time: benchmarks/RESULTS.md), then the same GBS and sequence
+    length."""
     if not matches:
         return None
-    order = sorted({m.row.release for m in matches}, key=release_key)
-    target = release_key(release) if release else None
-
-    def distance(m: Measured) -> tuple:
-        if target is None:
-            rank = len(order) - 1 - order.index(m.row.release)
-            later = False
-        else:
-            here = release_key(m.row.release)
-            rank = sum(1 for r in order if min(here, target) < release_key(r) <= max(here, target))
-            later = here > target
-        return (not m.ran(layout), rank, later,
-                m.row.layout.gbs != layout.gbs, m.row.layout.seq_length != layout.seq_length)
-
-    return min(matches, key=distance)
+    newest_first = sorted({m.row.release for m in matches}, key=release_key, reverse=True)
+    return min(matches, key=lambda m: (not m.ran(layout), newest_first.index(m.row.release),
+                                       m.row.layout.gbs != layout.gbs, m.row.layout.seq_length != layout.seq_length))
 
 
 def scaled(step: "StepEstimate", ratio: float, ceiling: float | None = None) -> "StepEstimate":
@@ -135,11 +124,10 @@ def scaled(step: "StepEstimate", ratio: float, ceiling: float | None = None) -> 
                    mfu_capped=capped, measured_ratio=step.measured_ratio * kept)
 
 
-def correct(step: "StepEstimate", layout: Any, matches: Sequence[Measured], release: str | None = None,
-            ceiling: float | None = None) -> tuple["StepEstimate", Measured | None]:
+def correct(step: "StepEstimate", layout: Any, matches: Sequence[Measured], ceiling: float | None = None) -> tuple["StepEstimate", Measured | None]:
     """The estimate corrected by the layout's twin (unchanged without one), and the twin when it
     ran this very (TP, PP, CP, EP) (the candidate is then 'measured')."""
-    twin = twin_for(layout, matches, release)
+    twin = twin_for(layout, matches)
     if twin is None:
         return step, None
     return scaled(step, twin.ratio, ceiling), twin if twin.ran(layout) else None

@@ -15,9 +15,12 @@ def near_tie_set(candidates: list[Candidate], within: float) -> list[tuple[int, 
     (a fraction) of the first one's tokens/s/GPU, either way: a faster one ranked lower (a
     pitfall, the memory charge) is a tie too. One predicted faster by more than that is not a tie
     but the model's disagreement with a first that ranks on other evidence (a measured layout,
-    planner.measured): it stays in the ranked list, outside the set."""
+    planner.measured): it stays in the ranked list, outside the set. Every measured layout is in
+    the set: each was the fastest NVIDIA (or the user) found on some release, and speeds measured
+    on different releases do not compare."""
     if not candidates:
         return []
     first = candidates[0].tokens_per_sec_per_gpu
     floor, ceiling = first * (1 - within), first * (1 + within)
-    return [(i, c) for i, c in enumerate(candidates, 1) if floor <= c.tokens_per_sec_per_gpu <= ceiling]
+    return [(i, c) for i, c in enumerate(candidates, 1)
+            if c.measured is not None or floor <= c.tokens_per_sec_per_gpu <= ceiling]

@@ -166,10 +166,8 @@ class Options:
     # file or a benchmark's leave-one-out refit
     cal: Calibration | None = None
     # measured evidence (planner.measured): calibration rows (calibration_rows.Row); those of the
-    # request's configuration correct the estimates and their layouts rank first. `release`: the
-    # container release the request targets (None: the newest), the nearest row's release wins.
+    # request's configuration correct the estimates and their layouts rank first
     measured: tuple = ()
-    release: str | None = None
 
 
 def _rule(code: str, key: str, fld: str, **params: Any) -> Violation:
@@ -335,8 +333,7 @@ def search(
         if found is not None:
             best_per_grid.append(found)
             if top:
-                key = _rank_key(found)
-                heapq.heappush(leaders, (-key[0], -key[1]))
+                heapq.heappush(leaders, _prune_key(found))
                 if len(leaders) > top:
                     heapq.heappop(leaders)
     if skipped:
@@ -385,14 +382,23 @@ def utility(tokens_per_sec: float, memory_fraction: float, layout: Layout | None
     return math.log(tokens_per_sec) + sum(ranking_terms(memory_fraction, layout).values())
 
 
+def _prune_key(c: Candidate) -> tuple[int, float]:
+    """(-pitfalls, utility) of a candidate: what the pruning compares a grid's bound with (its
+    rank key's pitfall and utility terms; pruning is off where measured rows rank first)."""
+    frac = c.memory.total / c.memory.hbm_gb if c.memory.hbm_gb else 0.0
+    return (-ranked_count(c.pitfalls), round(utility(c.step.tokens_per_sec_per_gpu, frac, c.layout), 9))
+
+
 def _rank_key(c: Candidate) -> tuple:
     L = c.layout
-    frac = c.memory.total / c.memory.hbm_gb if c.memory.hbm_gb else 0.0
-    # fewest layout pitfalls first (pitfall_rules: what NVIDIA's tuning avoids, which the step
-    # model does not see, so no predicted speed outweighs it); then the best utility; among
-    # equals, the simpler layout (less model parallelism, no FSDP)
-    # a layout measured on this configuration comes first (planner.measured: why)
-    return (c.measured is None, ranked_count(c.pitfalls), -round(utility(c.step.tokens_per_sec_per_gpu, frac, L), 9), L.tp * L.pp * L.cp, L.ep,
+    # a layout measured on this configuration comes first (planner.measured: why; among several,
+    # the corrected speed decides: newest release first put the published layout first less often
+    # held out, 102 vs 104 of 128); then the fewest layout pitfalls (pitfall_rules: what
+    # NVIDIA's tuning avoids, which the step model does not see, so no predicted speed outweighs
+    # it) and the best utility (_prune_key); among equals, the simpler layout (less model
+    # parallelism, no FSDP)
+    fewest_pitfalls, best_utility = _prune_key(c)
+    return (c.measured is None, -fewest_pitfalls, -best_utility, L.tp * L.pp * L.cp, L.ep,
             L.fsdp, L.vp_size, L.mbs)
 
 
@@ -413,7 +419,7 @@ def _with_evidence(arch: ModelArch, hw: Hardware, model, cand: Candidate, matche
     virtual pipeline size (with the lightest recompute that fits) replace the model's choice."""
     from mbridge_launch.planner.measured import correct, twin_for
 
-    twin = twin_for(cand.layout, matches, opts.release)
+    twin = twin_for(cand.layout, matches)
     L = cand.layout
     if twin is not None and twin.ran(L):
         ran = twin.row.layout
@@ -424,8 +430,8 @@ def _with_evidence(arch: ModelArch, hw: Hardware, model, cand: Candidate, matche
                     cand = Candidate(trial, memory, model.step(trial), cand.notes,
                                      tuple(layout_pitfalls(trial, arch, hw)))
                     break
-    step, _ = correct(cand.step, cand.layout, matches, opts.release, model.mfu_ceiling)
-    return replace(cand, step=step, twin=twin_for(cand.layout, matches, opts.release))
+    step, _ = correct(cand.step, cand.layout, matches, model.mfu_ceiling)
+    return replace(cand, step=step, twin=twin_for(cand.layout, matches))
 
 
 def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: str, goal: str,
@@ -527,11 +533,10 @@ def estimate_layout(
     grad_bytes: float = 4.0,
     cal: Calibration | None = None,
     measured: tuple = (),
-    release: str | None = None,
 ) -> Candidate | None:
     """Memory breakdown and step estimate of one given layout (rules are the caller's business:
     see rules.check_layout). `.fits` says whether it fits in HBM with the headroom. Returns None
-    when the architecture lacks fields the estimates need (arch.missing). `measured`/`release`:
+    when the architecture lacks fields the estimates need (arch.missing). `measured`:
     as Options (planner.measured), the estimate corrected as `search` corrects its candidates."""
     if arch is None or arch.missing:
         return None
@@ -548,7 +553,7 @@ def estimate_layout(
         matches = _evidence(arch, hardware, layout.world or 0, precision, opts)
         from mbridge_launch.planner.throughput import mfu_ceiling
 
-        step, _ = correct(step, layout, matches, release, mfu_ceiling(precision))
-        twin = twin_for(layout, matches, release)
+        step, _ = correct(step, layout, matches, mfu_ceiling(precision))
+        twin = twin_for(layout, matches)
     return Candidate(layout, memory, step, ("uneven_pp",) if layout.uneven_pp else (),
                      tuple(layout_pitfalls(layout, arch, hardware)), twin=twin)

@@ -9,7 +9,6 @@ file systems each call waits on a round trip. Findings are grouped per kind of p
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from typing import Iterable
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.base.files import open_regular_text
 from mbridge_launch.base.i18n import t
+from mbridge_launch.base.json_text import parse_json
 from mbridge_launch.base.numbers import is_number as _is_number
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.preflight.context import PreflightContext
@@ -202,7 +202,7 @@ def check_jsonl_file(path: Path, prompt_key: str = "input", completion_key: str 
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    record = parse_json(line)
                 except ValueError as exc:
                     return [Check("data.jsonl_parse", "error", {"path": subject, "line": line_no, "reason": str(exc)}, subject=subject)]
                 if not isinstance(record, dict):

@@ -180,7 +180,8 @@ def recommend(request: Request) -> Recommendation:
     if rec.estimate is not None:
         from mbridge_launch.planner.domain import assess
 
-        rec.assessment = assess(model, arch, gpu_type, precision, request.goal, layout.seq_length, world)
+        rec.assessment = assess(model, arch, gpu_type, precision, request.goal, layout.seq_length, world,
+                                measured=getattr(rec.estimate, "twin", None) is not None)
     changes.record_layout_changes(rec, _recipe_layout(recipe, world, overrides), layout)
     changes.record_split_changes(rec, recipe_split(recipe), layout.split)
     changes.record_user_changes(rec)

@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from mbridge_launch.base.atomic import OutputNotRegular, atomic_write_text
 from mbridge_launch.base.i18n import t
+from mbridge_launch.base.json_text import parse_json
 
 CLAIM_NAME = ".mbridge-launch-claim.json"
 CLAIM_MAX_BYTES = 64 * 1024
@@ -127,7 +128,7 @@ def read_claim(save_dir: str | Path) -> Optional[Claim]:
     if data is None:
         return None
     try:
-        raw = json.loads(data.decode("utf-8"))
+        raw = parse_json(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise ClaimUnreadable(t("ownership.claim_file.not_json")) from None
     if not isinstance(raw, dict):

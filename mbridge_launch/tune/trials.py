@@ -103,7 +103,8 @@ def near_tie_layouts(plan: Plan, max_layouts: int = DEFAULT_MAX_LAYOUTS, *, top:
     measured = shipped_for(req.arch.name, req.hardware.name, req.gpus, req.precision)
     result = search(req.arch, req.hardware, req.gpus, gbs=req.gbs, seq_length=req.seq_length, precision=req.precision,
                     goal=req.goal, options=Options(measured=measured), top=top)
-    band = assess(req.model, req.arch, req.hardware.name, req.precision, req.goal, req.seq_length, req.gpus).near_tie()
+    band = assess(req.model, req.arch, req.hardware.name, req.precision, req.goal, req.seq_length, req.gpus,
+                  measured=bool(result.candidates) and result.candidates[0].twin is not None).near_tie()
     own = plan.parallelism
     found = [Layout(c, rank, same_layout(c.layout, own), layout_label(c.layout))
              for rank, c in near_tie_set(result.candidates, band.within)]

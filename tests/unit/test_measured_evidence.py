@@ -31,18 +31,21 @@ def test_shipped_for_reads_the_rows_of_one_configuration():
     assert shipped_for("no_such_model", "h100", 8, "fp8cs") == ()
 
 
-def test_twin_prefers_the_same_grid_then_the_nearest_release():
+def test_twin_prefers_the_same_grid_then_the_newest_release():
     rows = _rows("qwen3_30b_a3b", "h100", 16, "fp8cs")
     matches = evidence(rows)
     # 25.09 published this configuration with token drop: another variant, not evidence here
     assert {m.row.release for m in matches} == {"25.11", "26.02", "26.02.01"}
     published = rows[0].layout
     newest = twin_for(published, matches)
+    # "26.02.01" is newer than "26.02" (a patch release), not a shorter tuple that sorts first
     assert newest.row.release == "26.02.01" and newest.ran(published)
-    # held out 26.02: its neighbours are 25.11 (earlier) and 26.02.01 (later), the earlier one wins a tie
-    mid = twin_for(published, [m for m in matches if m.row.release != "26.02"], release="26.02")
-    assert mid.row.release == "25.11"
-    # a grid no row ran still gets a twin (the nearest release), but is not "measured"
+    assert twin_for(published, [m for m in matches if m.row.release != "26.02.01"]).row.release == "26.02"
+    # the same grid outranks a newer release that ran another grid
+    older = next(m for m in matches if m.row.release == "25.11")
+    moved = replace(newest, row=replace(newest.row, layout=replace(newest.row.layout, tp=2)))
+    assert twin_for(older.row.layout, [older, moved]) is older
+    # a grid no row ran still gets a twin (the newest release), but is not "measured"
     other = replace(published, tp=2, ep=4)
     twin = twin_for(other, matches)
     assert twin is not None and not twin.ran(other)
@@ -81,10 +84,10 @@ def test_correct_gives_the_measured_figure_for_the_row_itself():
         assert got.tokens_per_sec_per_gpu == pytest.approx(row.tokens_per_sec, rel=1e-9)
 
 
-def _plan(model, system, world, gbs, seq, precision, measured, release=None, top=10):
+def _plan(model, system, world, gbs, seq, precision, measured, top=10):
     arch, hw = load_arch(model), get_hardware(system)
     return search(arch, hw, world, gbs=gbs, seq_length=seq, precision=precision,
-                  options=Options(grad_bytes=GRAD_BYTES, measured=measured, release=release), top=top)
+                  options=Options(grad_bytes=GRAD_BYTES, measured=measured), top=top)
 
 
 @pytest.mark.parametrize("model,system,world,gbs,seq,precision", [
@@ -132,3 +135,20 @@ def test_estimate_layout_agrees_with_search():
         assert (again.measured is None) == (c.measured is None)
     assert math.isclose(found.candidates[0].step.measured_ratio,
                         found.candidates[1].step.measured_ratio) or found.candidates[1].measured is not None
+
+
+def test_every_measured_layout_is_in_the_near_tie_set():
+    """Two releases published two grids of one configuration (llama31_405b, 256 GB300, FP8-CS):
+    both rank first and both are in the near-tie set, even with no tolerance at all (speeds of
+    different releases do not compare), and a layout no row ran is in it only within the band."""
+    from mbridge_launch.planner.near_tie import near_tie_set
+
+    rows = _rows("llama31_405b", "gb300", 256, "fp8cs")
+    grids = {(r.layout.tp, r.layout.pp, r.layout.cp, r.layout.ep) for r in rows}
+    assert len(grids) >= 2
+    found = _plan("llama31_405b", "gb300", 256, rows[0].layout.gbs, rows[0].layout.seq_length, "fp8cs", tuple(rows))
+    measured = [i for i, c in enumerate(found.candidates, 1) if c.measured is not None]
+    assert measured == list(range(1, len(measured) + 1)) and len(measured) >= 2
+    assert [rank for rank, _ in near_tie_set(found.candidates, 0.0)] == measured
+    wide = [rank for rank, _ in near_tie_set(found.candidates, 0.5)]
+    assert set(measured) < set(wide)

@@ -282,3 +282,23 @@ def test_fsdp_is_searched_in_every_precision_megatron_fsdp_runs(precision):
     result = search(arch, hw, 64, gbs=256, seq_length=8192, precision=precision)
     assert any(c.layout.fsdp and c.layout.pp == 1 for c in result.candidates)
     assert not any(c.layout.fsdp and c.layout.pp > 1 for c in result.candidates)
+
+
+@pytest.mark.parametrize("model,hw,gpus,gbs,seq,precision", [
+    ("llama31_405b", H100, 1024, 1536, 8192, "fp8cs"),
+    ("qwen3_235b_a22b", B200, 256, 8192, 4096, "fp8mx"),
+    ("llama3_70b", GB200, 64, 128, 8192, "bf16"),
+])
+def test_pruning_gives_the_unpruned_ranking_and_prunes(model, hw, gpus, gbs, seq, precision):
+    """Branch and bound (top=K) skips grids whose bound cannot reach the K-th (fewest pitfalls,
+    utility) and so answers exactly as the full ranking does; it compares the rank key's pitfall
+    and utility terms (search._prune_key), not positions of the key, which a new leading term
+    (the measured layout first) once shifted so that nothing was pruned."""
+    arch = load_arch(model)
+    full = search(arch, hw, gpus, gbs=gbs, seq_length=seq, precision=precision)
+    cut = search(arch, hw, gpus, gbs=gbs, seq_length=seq, precision=precision, top=5)
+    grids = [(c.layout.tp, c.layout.pp, c.layout.cp, c.layout.ep, c.layout.fsdp, c.layout.mbs, c.layout.vp_size)
+             for c in full.candidates[:5]]
+    assert grids == [(c.layout.tp, c.layout.pp, c.layout.cp, c.layout.ep, c.layout.fsdp, c.layout.mbs,
+                      c.layout.vp_size) for c in cut.candidates]
+    assert cut.rejected["PRUNED_SLOWER"].count > 0

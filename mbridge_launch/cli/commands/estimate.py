@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
                          "message": t("planner.estimate_over_but_shipped", verdict=verdict, recipe=shipped_by)})
         verdict = None
     # inside the calibrated domain or extrapolated, and the held-out error band (planner.domain)
-    assessment = assess(got.model, got.arch, hw.name, got.precision, got.goal, layout.seq_length, args.gpus)
+    assessment = assess(got.model, got.arch, hw.name, got.precision, got.goal, layout.seq_length, args.gpus,
+                        measured=cand is not None and cand.twin is not None)
     if args.format == "json":
         data: dict[str, Any] = {"model": got.model, "gpu_type": hw.name, "precision": got.precision, "goal": got.goal}
         data.update(report.candidate_json(cand, hw, args.tokens, arch=got.arch))

@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
                             hint=_smallest_fit_hint(got, gpus, gbs, seq, options, result.rejected))
     # once per request: every dimension of the domain (system, precision, family, goal, sequence,
     # GPU count) is the request's, the same for every candidate
-    assessment = assess(got.model, got.arch, hw.name, got.precision, got.goal, seq, args.gpus)
+    # the band of estimates corrected by measured rows where the first one is (planner.measured)
+    assessment = assess(got.model, got.arch, hw.name, got.precision, got.goal, seq, args.gpus,
+                        measured=result.candidates[0].twin is not None)
     band = assessment.near_tie()  # the near-tie tolerance (planner.domain.tie_band)
     # NVIDIA's tuned layout (a 0.6.2 benchmark recipe of this model, system, GPU count and
     # precision), estimated like the candidates but shown apart: it never enters the ranking

@@ -109,8 +109,9 @@ def near_tie_text(candidates: list[Candidate], band: TieBand, top: int | None = 
     found = near_tie_set(candidates, band.within)
     if len(found) <= 1:
         return []
-    lines = [t("planner.near_tie", layouts=", ".join(str(rank) for rank, _ in found), pct=band.within,
-               basis=band.basis())]
+    # with measured layouts in the set, some may lie outside the tolerance: say why they are in it
+    key = "planner.near_tie_measured" if band.evidence else "planner.near_tie"
+    lines = [t(key, layouts=", ".join(str(rank) for rank, _ in found), pct=band.within, basis=band.basis())]
     if not near_tie_json(candidates, band, top)["complete"]:
         lines.append(t("planner.near_tie_more", top=len(candidates)))
     return [*lines, ""]
