@@ -3,8 +3,11 @@
 constants of planner/throughput.py).
 
 JSON, one object: `schema` and `schema_version`, `tool_version`, `created` (UTC), `constants`
-(every field of throughput.Calibration, the dict fields as objects) and `fit` (the rows it was
-fitted on: their count and sources, its in-sample median error and share within 15%). A file is
+(every field of throughput.Calibration, the dict fields as objects), `fit` (the rows it was
+fitted on: their count and sources, its in-sample median error and share within 15%) and
+`measured_rows`: the user's own measured rows it was fitted on (--rows files, --from-runs; in the
+calibration CSV's columns, at most MAX_MEASURED_ROWS), which `plan` and `estimate` use as
+measured evidence of the user's cluster (planner.measured) beside NVIDIA's rows. A file is
 read bounded and validated: an unknown schema, a missing or unknown constant, a value that is not
 a number or lies outside its physical range (throughput.BOUNDS) is a UserError naming the file,
 the constant and its range, so a hand-edited file can never push the planner outside physics.
@@ -25,7 +28,8 @@ from mbridge_launch.planner.throughput import BOUNDS, CAL, Calibration
 SCHEMA = "mbridge-launch/calibration"
 SCHEMA_VERSION = 1
 FILE_NAME = "calibration.json"
-MAX_BYTES = 256 * 1024  # a calibration is about 2 kB; the sources list is bounded by the fit's rows
+MAX_BYTES = 1024 * 1024  # constants about 2 kB, a measured row about 400 bytes
+MAX_MEASURED_ROWS = 1000  # the user's rows kept (a fit in a minute uses about 300)
 _DICT_FIELDS = tuple(f.name for f in fields(Calibration) if isinstance(getattr(CAL, f.name), dict))
 
 
@@ -36,9 +40,10 @@ class Source:
 
     kind: str
     path: str | None = None
+    measured: tuple = ()  # the user's measured rows the file carries (calibration_rows.Row)
 
     def as_json(self) -> dict[str, Any]:
-        return {"source": self.kind, "path": self.path}
+        return {"source": self.kind, "path": self.path, "measured_rows": len(self.measured)}
 
     def text(self, lang: str | None = None) -> str:
         """The one line `plan` and `estimate` print (message planner.calibration.*)."""
@@ -61,6 +66,7 @@ class Meta:
     within_15: float | None = None
     tool_version: str | None = None
     created: str | None = None
+    measured: tuple = ()  # the user's own measured rows (calibration_rows.Row), at most MAX_MEASURED_ROWS
 
 
 def state_path() -> Path:
@@ -73,6 +79,7 @@ def to_json(cal: Calibration, meta: Meta) -> dict[str, Any]:
     from datetime import datetime, timezone
 
     from mbridge_launch import __version__
+    from mbridge_launch.planner.calibration_rows import record_of
 
     constants: dict[str, Any] = {}
     for f in fields(Calibration):
@@ -84,6 +91,7 @@ def to_json(cal: Calibration, meta: Meta) -> dict[str, Any]:
         "created": created, "constants": constants,
         "fit": {"rows": meta.rows, "sources": meta.sources, "median_error": meta.median_error,
                 "within_15": meta.within_15},
+        "measured_rows": [record_of(r) for r in meta.measured[:MAX_MEASURED_ROWS]],
     }
 
 
@@ -163,8 +171,38 @@ def from_json(data: Any, where: str) -> tuple[Calibration, Meta]:
                 sources=dict(fit["sources"]) if isinstance(fit.get("sources"), dict) else {},
                 median_error=_optional(fit.get("median_error")), within_15=_optional(fit.get("within_15")),
                 tool_version=str(data.get("tool_version"))[:40] if data.get("tool_version") is not None else None,
-                created=str(data.get("created"))[:40] if data.get("created") is not None else None)
+                created=str(data.get("created"))[:40] if data.get("created") is not None else None,
+                measured=_measured_rows(data.get("measured_rows", []), where))
     return Calibration(**values), meta
+
+
+def _measured_rows(value: Any, where: str) -> tuple:
+    """The Rows of a file's measured_rows, validated as a CSV file of the user's is (a bad value
+    is a UserError naming the row and column; a model this version does not know is left out)."""
+    from mbridge_launch.planner.calibration_rows import COLUMNS, rows_of_records
+
+    def bad(reason: str) -> UserError:
+        return UserError("calibration.file.bad_rows", path=where, limit=MAX_MEASURED_ROWS, columns=", ".join(COLUMNS),
+                         reason=reason)
+
+    if not isinstance(value, list):
+        raise bad(f"found {type(value).__name__}")
+    if len(value) > MAX_MEASURED_ROWS:
+        raise bad(f"found {len(value)} rows")
+    records = []
+    for i, item in enumerate(value, 1):
+        if not isinstance(item, dict):
+            raise bad(f"row {i} is {type(item).__name__}")
+        record = {}
+        for key, cell in item.items():
+            if key not in COLUMNS:
+                raise bad(f"row {i} has the unknown column {json.dumps(str(key))[:60]}")
+            if isinstance(cell, bool) or not isinstance(cell, (str, int, float)):
+                raise bad(f"row {i}, column {key}: not text or a number")
+            record[key] = str(cell)
+        records.append(record)
+    rows, _ = rows_of_records(records, f"{where} measured_rows", first_line=1, strict=True)
+    return tuple(r for r in rows if r.tokens_per_sec)
 
 
 def _optional(value: Any) -> float | None:
@@ -191,10 +229,13 @@ def load(path: str | Path) -> Calibration:
 
 def resolve(explicit: str | None) -> tuple[Calibration, Source]:
     """The constants to use: an explicit file (--calibration), else the state directory's
-    calibration.json when there is one, else the shipped constants."""
+    calibration.json when there is one, else the shipped constants; the Source carries the
+    file's measured rows."""
     if explicit is not None:
-        return load(explicit), Source("file", str(explicit))
+        cal, meta = read(explicit)
+        return cal, Source("file", str(explicit), meta.measured)
     path = state_path()
     if path.exists() or path.is_symlink():  # a broken link or a non-file there is read and refused
-        return load(path), Source("state", str(path))
+        cal, meta = read(path)
+        return cal, Source("state", str(path), meta.measured)
     return CAL, Source("shipped", None)

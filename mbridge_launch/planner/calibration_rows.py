@@ -200,6 +200,21 @@ def row_of(index: int, record: Mapping[str, str]) -> Row | str:
     )
 
 
+def record_of(row: Row) -> dict[str, str]:
+    """The CSV-column record of a Row (row_of's inverse): what a calibration file keeps of the
+    user's measured rows (planner.calibration_file)."""
+    L = row.layout
+
+    def text(value: float | None) -> str:
+        return "" if value is None else f"{value:.6g}"
+
+    return {"release": row.release, "task": "pretrain", "model": row.model, "system": row.system,
+            "num_gpus": str(L.world), "precision": row.precision, "gbs": str(L.gbs), "mbs": str(L.mbs),
+            "seq_length": str(L.seq_length), "tp": str(L.tp), "pp": str(L.pp), "cp": str(L.cp),
+            "vp": str(L.vp or ""), "ep": str(L.ep), "fsdp": "1" if L.fsdp else "", "model_variant": row.variant,
+            "tokens_per_sec_per_gpu": text(row.tokens_per_sec), "model_tflops_per_gpu": text(row.model_tflops)}
+
+
 def _where(path: str, line: int) -> str:
     from mbridge_launch.base.i18n import t
 

@@ -38,6 +38,9 @@ class Measured:
 
     row: "Row"
     predicted: float  # tokens/s/GPU the throughput model predicts for the row's layout
+    # the user's own measurement (a calibration file's measured_rows: their cluster, their
+    # software), preferred to NVIDIA's published rows of the same grid
+    own: bool = False
 
     @property
     def grid(self) -> tuple[int, int, int, int, bool]:
@@ -62,7 +65,7 @@ class Measured:
                 "predicted_tokens_per_sec_per_gpu": round(self.predicted, 1),
                 "layout": {"tp": L.tp, "pp": L.pp, "cp": L.cp, "ep": L.ep, "vp": L.vp_size, "mbs": L.mbs,
                            "gbs": L.gbs, "seq_length": L.seq_length},
-                "variant": self.row.variant or None}
+                "variant": self.row.variant or None, "source": "yours" if self.own else "nvidia"}
 
 
 def release_key(release: str) -> tuple[int, ...]:
@@ -71,9 +74,9 @@ def release_key(release: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-def evidence(rows: Iterable["Row"], cal: "Calibration | None" = None) -> tuple[Measured, ...]:
+def evidence(rows: Iterable["Row"], cal: "Calibration | None" = None, own: bool = False) -> tuple[Measured, ...]:
     """The measured, rule-valid rows of `rows`, each with the model's prediction (constants `cal`,
-    default the shipped ones) of its own layout."""
+    default the shipped ones) of its own layout; `own`: the user's rows (Measured.own)."""
     from mbridge_launch.planner.calibration_rows import GRAD_BYTES, with_fitting_recompute
     from mbridge_launch.planner.throughput import CAL, estimate_step
 
@@ -83,7 +86,7 @@ def evidence(rows: Iterable["Row"], cal: "Calibration | None" = None) -> tuple[M
             continue
         est = estimate_step(row.arch, row.hw, with_fitting_recompute(row), row.precision, mtp_layers=row.mtp_layers,
                             moe_token_drop=row.token_drop, cal=cal or CAL, grad_bytes=GRAD_BYTES)
-        out.append(Measured(row, est.tokens_per_sec_per_gpu))
+        out.append(Measured(row, est.tokens_per_sec_per_gpu, own))
     return tuple(out)
 
 
@@ -98,13 +101,13 @@ def matching(rows: Iterable["Row"], arch_name: str, system: str, world: int, pre
 
 def twin_for(layout: Any, matches: Sequence[Measured]) -> Measured | None:
     """The row that corrects `layout`'s estimate: the same (TP, PP, CP, EP, FSDP) first, then the
-    newest release (the software the request will run; on held-out releases the newest row erred
-    less than the one nearest in time: benchmarks/RESULTS.md), then the same GBS and sequence
-    length."""
+    user's own row (their cluster) before NVIDIA's, then the newest release (the software the
+    request will run; on held-out releases the newest row erred less than the one nearest in
+    time: benchmarks/RESULTS.md), then the same GBS and sequence length."""
     if not matches:
         return None
     newest_first = sorted({m.row.release for m in matches}, key=release_key, reverse=True)
-    return min(matches, key=lambda m: (not m.ran(layout), newest_first.index(m.row.release),
+    return min(matches, key=lambda m: (not m.ran(layout), not m.own, newest_first.index(m.row.release),
                                        m.row.layout.gbs != layout.gbs, m.row.layout.seq_length != layout.seq_length))
 
 

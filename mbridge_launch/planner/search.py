@@ -166,8 +166,10 @@ class Options:
     # file or a benchmark's leave-one-out refit
     cal: Calibration | None = None
     # measured evidence (planner.measured): calibration rows (calibration_rows.Row); those of the
-    # request's configuration correct the estimates and their layouts rank first
+    # request's configuration correct the estimates and their layouts rank first; `own_measured`:
+    # the user's rows (a calibration file's measured_rows), preferred to NVIDIA's
     measured: tuple = ()
+    own_measured: tuple = ()
 
 
 def _rule(code: str, key: str, fld: str, **params: Any) -> Violation:
@@ -405,12 +407,15 @@ def _rank_key(c: Candidate) -> tuple:
 def _evidence(arch: ModelArch, hw: Hardware, gpus: int, precision: str, opts: Options) -> tuple:
     """The measured rows of the request's configuration, each with the model's prediction of its
     own layout under the search's constants (planner.measured)."""
-    if not opts.measured:
+    if not opts.measured and not opts.own_measured:
         return ()
     from mbridge_launch.planner.measured import evidence, matching
 
-    rows = matching(opts.measured, arch.name, hw.name, gpus, precision, opts.mtp_layers, opts.moe_token_drop)
-    return evidence(rows, opts.cal) if rows else ()
+    def of(rows: tuple, own: bool) -> tuple:
+        mine = matching(rows, arch.name, hw.name, gpus, precision, opts.mtp_layers, opts.moe_token_drop)
+        return evidence(mine, opts.cal, own) if mine else ()
+
+    return of(opts.measured, False) + of(opts.own_measured, True)
 
 
 def _with_evidence(arch: ModelArch, hw: Hardware, model, cand: Candidate, matches: tuple, precision: str, goal: str,
@@ -533,10 +538,11 @@ def estimate_layout(
     grad_bytes: float = 4.0,
     cal: Calibration | None = None,
     measured: tuple = (),
+    own_measured: tuple = (),
 ) -> Candidate | None:
     """Memory breakdown and step estimate of one given layout (rules are the caller's business:
     see rules.check_layout). `.fits` says whether it fits in HBM with the headroom. Returns None
-    when the architecture lacks fields the estimates need (arch.missing). `measured`:
+    when the architecture lacks fields the estimates need (arch.missing). `measured`, `own_measured`:
     as Options (planner.measured), the estimate corrected as `search` corrects its candidates."""
     if arch is None or arch.missing:
         return None
@@ -546,10 +552,11 @@ def estimate_layout(
     step = estimate_step(arch, hardware, layout, precision, goal, mtp_layers=mtp_layers, moe_token_drop=moe_token_drop,
                          grad_bytes=grad_bytes, cal=cal or CAL)
     twin = None
-    if measured:
+    if measured or own_measured:
         from mbridge_launch.planner.measured import correct, twin_for
 
-        opts = Options(mtp_layers=mtp_layers, moe_token_drop=moe_token_drop, cal=cal, measured=measured)
+        opts = Options(mtp_layers=mtp_layers, moe_token_drop=moe_token_drop, cal=cal, measured=measured,
+                       own_measured=own_measured)
         matches = _evidence(arch, hardware, layout.world or 0, precision, opts)
         from mbridge_launch.planner.throughput import mfu_ceiling
 

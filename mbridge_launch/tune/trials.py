@@ -96,13 +96,8 @@ def near_tie_layouts(plan: Plan, max_layouts: int = DEFAULT_MAX_LAYOUTS, *, top:
     if max_layouts < 1:
         raise UserError("tune.max_layouts", value=max_layouts)
     req = plan_request(plan)
-    from mbridge_launch.planner.measured import shipped_for
-    from mbridge_launch.planner.search import Options
-
-    # the ranking and estimates `plan` gives (planner.measured: the published rows of the request)
-    measured = shipped_for(req.arch.name, req.hardware.name, req.gpus, req.precision)
     result = search(req.arch, req.hardware, req.gpus, gbs=req.gbs, seq_length=req.seq_length, precision=req.precision,
-                    goal=req.goal, options=Options(measured=measured), top=top)
+                    goal=req.goal, options=_planner_options(req), top=top)
     band = assess(req.model, req.arch, req.hardware.name, req.precision, req.goal, req.seq_length, req.gpus,
                   measured=bool(result.candidates) and result.candidates[0].twin is not None).near_tie()
     own = plan.parallelism
@@ -115,6 +110,19 @@ def near_tie_layouts(plan: Plan, max_layouts: int = DEFAULT_MAX_LAYOUTS, *, top:
     return chosen
 
 
+def _planner_options(req: Request) -> Any:
+    """The ranking and estimates `plan` gives: the calibration in use (the state directory's,
+    else the shipped constants) and the measured rows of the request, NVIDIA's and the user's
+    (planner.measured)."""
+    from mbridge_launch.planner.calibration_file import resolve
+    from mbridge_launch.planner.measured import shipped_for
+    from mbridge_launch.planner.search import Options
+
+    cal, source = resolve(None)
+    return Options(cal=cal, measured=shipped_for(req.arch.name, req.hardware.name, req.gpus, req.precision),
+                   own_measured=source.measured)
+
+
 def _own_layout(plan: Plan, candidates: list[Any], req: Request) -> Layout:
     """The Plan's own layout: its place in the planner's list, else the planner's estimate of
     it with no rank (the search keeps the best variant of each grid, not every one)."""
@@ -124,10 +132,9 @@ def _own_layout(plan: Plan, candidates: list[Any], req: Request) -> Layout:
     for rank, c in enumerate(candidates, 1):
         if same_layout(c.layout, plan.parallelism):
             return Layout(c, rank, True, layout_label(c.layout))
-    from mbridge_launch.planner.measured import shipped_for
-
+    opts = _planner_options(req)
     estimate = estimate_layout(layout_of(plan), req.arch, req.hardware, precision=req.precision, goal=req.goal,
-                               measured=shipped_for(req.arch.name, req.hardware.name, req.gpus, req.precision))
+                               cal=opts.cal, measured=opts.measured, own_measured=opts.own_measured)
     return Layout(estimate, None, True, layout_label(plan.parallelism))
 
 

@@ -57,7 +57,7 @@ def test_calibrate_writes_a_valid_file_and_reports_before_after(capsys, tmp_path
     assert code == 0
     assert data["written"] == str(tmp_path / "cal.json") and data["rows"] == 10
     assert data["sources"]["files"] == [{"path": str(ten_rows), "rows": 10}] and data["sources"]["shipped"] == 0
-    assert data["started_from"] == {"source": "shipped", "path": None}
+    assert data["started_from"] == {"source": "shipped", "path": None, "measured_rows": 0}
     for side in ("before", "after"):
         assert 0 <= data[side]["median_error"] < 1 and 0 <= data[side]["within_15"] <= 1
     assert data["after"]["objective"] <= data["before"]["objective"]  # never worse on its own rows
@@ -71,7 +71,9 @@ def test_default_output_is_the_state_directory_and_estimate_then_uses_it(capsys,
     assert code == 0 and data["written"] == str(state / "calibration.json")
     code = main(["estimate", "--model", "llama3_8b", "--gpus", "8", "--tp", "2", "--format", "json"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["calibration"] == {"source": "state", "path": str(state / "calibration.json")}
+    # the ten rows of the CSV are the user's measurements: the file carries them as evidence
+    assert code == 0 and out["calibration"] == {"source": "state", "path": str(state / "calibration.json"),
+                                                "measured_rows": 10}
 
 
 def test_text_output_names_the_figures(capsys, tmp_path, ten_rows):
@@ -147,11 +149,11 @@ PLAN = ["plan", "--model", "llama3_8b", "--gpus", "8", "--top", "1", "--format",
 def test_plan_and_estimate_use_the_calibration_given_and_name_it(capsys, tmp_path, argv, figure):
     assert main(argv) == 0
     shipped = json.loads(capsys.readouterr().out)
-    assert shipped["calibration"] == {"source": "shipped", "path": None}
+    assert shipped["calibration"] == {"source": "shipped", "path": None, "measured_rows": 0}
     slow = _calibration_file(tmp_path, gemm_eff__bf16=0.45)  # BF16 GEMMs well below the shipped 0.78
     assert main([*argv, "--calibration", str(slow)]) == 0
     used = json.loads(capsys.readouterr().out)
-    assert used["calibration"] == {"source": "file", "path": str(slow)}
+    assert used["calibration"] == {"source": "file", "path": str(slow), "measured_rows": 0}
     assert figure(used) < 0.9 * figure(shipped)
 
 
@@ -184,3 +186,60 @@ def test_from_runs_fits_the_ledger_rows_and_skips_an_odd_run(capsys, tmp_path, m
     assert data["sources"]["ledger_runs"] == [r["release"] for r in measured]
     assert err.count("warning: ") == 2 and "num_gpus" in err and "still running" in err
     assert {s["where"] for s in data["skipped"]} == {"ledger line 5", "ledger"}
+
+
+# one row of the user's own cluster, of a configuration NVIDIA published no row of (16 H100)
+MINE = {"release": "my-cluster 2026-12", "task": "pretrain", "model": "llama3_8b", "system": "h100", "num_gpus": "16",
+        "precision": "fp8cs", "gbs": "128", "mbs": "1", "seq_length": "8192", "tp": "2", "pp": "1", "cp": "1",
+        "vp": "", "ep": "1", "tokens_per_sec_per_gpu": "9000"}
+MINE_PLAN = ["plan", "--model", "llama3_8b", "--gpus", "16", "--gpu-type", "h100", "--precision", "fp8cs",
+             "--gbs", "128", "--seq-length", "8192", "--top", "5"]
+
+
+def test_the_users_measured_rows_travel_with_the_calibration_and_rank_first(capsys, tmp_path, ten_rows):
+    """calibrate keeps the rows of --rows (and --from-runs) in the file; plan and estimate with that
+    calibration rank the layout the user measured first, at the measured speed, and say so."""
+    mine = _write(tmp_path / "mine.csv", [MINE])
+    out = tmp_path / "cal.json"
+    code, data, _ = calibrate(capsys, "--rows", str(ten_rows), "--rows", str(mine), "-o", str(out))
+    assert code == 0
+    cal, meta = cf.read(out)
+    assert len(meta.measured) == 11 and meta.measured[-1].release == MINE["release"]
+    assert main([*MINE_PLAN, "--calibration", str(out), "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    first = plan["candidates"][0]
+    assert (first["tp"], first["pp"], first["cp"]) == (2, 1, 1)
+    assert first["measured"]["source"] == "yours" and first["measured"]["release"] == MINE["release"]
+    # the measured speed, up to the gradient reduction: a measured row is predicted with the
+    # published rows' (calibration_rows.GRAD_BYTES), the plan with its own (fp32, the default)
+    assert first["tokens_per_sec_per_gpu"] == pytest.approx(9000, rel=0.01)
+    assert plan["calibration"]["measured_rows"] == 11 and plan["error_band"]["held_out"] == "measured"
+    # estimate of that layout gives the same corrected figure
+    assert main(["estimate", "--model", "llama3_8b", "--gpus", "16", "--gpu-type", "h100", "--precision", "fp8cs",
+                 "--gbs", "128", "--seq-length", "8192", "--tp", "2", "--mbs", str(first["mbs"]),
+                 "--calibration", str(out), "--format", "json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["tokens_per_sec_per_gpu"] == pytest.approx(first["tokens_per_sec_per_gpu"], rel=1e-3)
+    for lang, marker in (("en", "measured: your run measured 9,000 tokens/s/GPU"), ("zh", "实测：你的运行")):
+        assert main(["--lang", lang, *MINE_PLAN, "--calibration", str(out)]) == 0
+        assert marker in capsys.readouterr().out
+    # without the calibration: NVIDIA has no row here, the model's own figure
+    assert main([*MINE_PLAN, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["candidates"][0]["corrected_by"] is None
+
+
+@pytest.mark.parametrize("rows, names", [
+    ("not a list", "measured_rows must be a list"),
+    ([["a"]], "row 1 is list"),
+    ([{**MINE, "colour": "red"}], 'unknown column "colour"'),
+    ([{**MINE, "tp": {"x": 1}}], "column tp: not text or a number"),
+    ([{**MINE, "tp": "many"}], "tp"),
+])
+def test_a_hand_edited_measured_row_is_a_clear_error(capsys, tmp_path, rows, names):
+    data = cf.to_json(CAL, cf.Meta(rows=0))
+    data["measured_rows"] = rows
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    assert main([*MINE_PLAN, "--calibration", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert names in err and "measured_rows" in err and "Traceback" not in err

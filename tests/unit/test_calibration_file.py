@@ -110,7 +110,7 @@ def test_resolve_explicit_then_state_then_shipped(tmp_path, monkeypatch):
     explicit = cf.save(tmp_path / "mine.json", replace(CAL, tp_exposed=0.5), META)
     cal, source = cf.resolve(str(explicit))
     assert cal.tp_exposed == 0.5 and source.kind == "file" and source.path == str(explicit)
-    assert source.as_json() == {"source": "file", "path": str(explicit)}
+    assert source.as_json() == {"source": "file", "path": str(explicit), "measured_rows": 0}
 
 
 def test_a_broken_state_file_is_refused_not_ignored(tmp_path, monkeypatch):

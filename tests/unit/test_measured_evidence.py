@@ -152,3 +152,23 @@ def test_every_measured_layout_is_in_the_near_tie_set():
     assert [rank for rank, _ in near_tie_set(found.candidates, 0.0)] == measured
     wide = [rank for rank, _ in near_tie_set(found.candidates, 0.5)]
     assert set(measured) < set(wide)
+
+
+def test_the_users_own_row_corrects_before_nvidias_row_of_the_same_grid():
+    """A row of the user's cluster (a calibration file's measured_rows, Measured.own) is the twin of
+    its grid ahead of NVIDIA's newer row of that grid; NVIDIA's rows still correct other grids."""
+    rows = _rows("qwen3_30b_a3b", "h100", 16, "fp8cs")
+    nvidia = evidence(rows)
+    published = rows[0].layout
+    theirs = twin_for(published, nvidia)
+    mine_row = replace(theirs.row, release="run:my-trial", tokens_per_sec=theirs.row.tokens_per_sec * 0.8)
+    mine = evidence([mine_row], own=True)
+    assert mine[0].own and mine[0].as_json()["source"] == "yours" and theirs.as_json()["source"] == "nvidia"
+    assert twin_for(published, nvidia + mine) is mine[0]
+    found = search(load_arch("qwen3_30b_a3b"), get_hardware("h100"), 16, gbs=published.gbs,
+                   seq_length=published.seq_length, precision="fp8cs",
+                   options=Options(grad_bytes=GRAD_BYTES, measured=tuple(rows), own_measured=(mine_row,)), top=3)
+    first = found.candidates[0]
+    assert first.measured is not None and first.measured.own
+    # corrected by the user's measured / predicted (its own MBS and VP may differ from the row's)
+    assert first.step.measured_ratio == pytest.approx(mine[0].ratio)

@@ -289,3 +289,26 @@ def test_leaving_a_pipeline_layout_unsets_what_the_mapping_writes_only_when_set(
     assert not [k for k in values if "pipeline_stage" in k or "pipeline_model_parallel_layout" in k]
     assert T.same_layout(back.parallelism, flat.layout) and back.parallelism.gbs == plan.parallelism.gbs
     assert all(o.change_class == EXECUTION for o in back.overrides if o.source == "tune")
+
+
+def test_the_trials_follow_the_calibration_plan_uses_with_the_users_measured_rows(plan, tmp_path, monkeypatch):
+    """A layout the user measured (a state-directory calibration's measured_rows, as `calibrate
+    --rows` writes it) is in the trials first, as `plan` ranks it."""
+    from mbridge_launch.base.paths import STATE_ENV
+    from mbridge_launch.planner import calibration_file as cf
+    from mbridge_launch.planner.calibration_rows import rows_of_records
+    from mbridge_launch.planner.throughput import CAL
+
+    req = T.plan_request(plan)
+    last = T.near_tie_layouts(plan, max_layouts=4)[-2].candidate.layout  # not the planner's first
+    record = {"release": "run:mine", "model": req.model, "system": req.hardware.name, "num_gpus": str(req.gpus),
+              "precision": req.precision, "gbs": str(last.gbs), "mbs": str(last.mbs), "seq_length": str(last.seq_length),
+              "tp": str(last.tp), "pp": str(last.pp), "cp": str(last.cp), "vp": str(last.vp or ""), "ep": str(last.ep),
+              "tokens_per_sec_per_gpu": "1000"}
+    rows, _ = rows_of_records([record], "test")
+    state = tmp_path / "state"
+    monkeypatch.setenv(STATE_ENV, str(state))
+    cf.save(state / cf.FILE_NAME, CAL, cf.Meta(rows=1, measured=tuple(rows)))
+    first = T.near_tie_layouts(plan, max_layouts=4)[0]
+    assert first.rank == 1 and first.candidate.measured is not None and first.candidate.measured.own
+    assert (first.candidate.layout.tp, first.candidate.layout.pp) == (last.tp, last.pp)

@@ -33,11 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def _gather(args: argparse.Namespace) -> tuple[list, list, dict[str, Any]]:
-    """(rows, skipped, sources) from the shipped rows, every --rows file and the ledger."""
+def _gather(args: argparse.Namespace) -> tuple[list, list, dict[str, Any], list]:
+    """(rows, skipped, sources, own) from the shipped rows, every --rows file and the ledger; `own`:
+    the rows of the files and the ledger (the user's measurements, kept in the calibration file)."""
     from mbridge_launch.planner import calibration_rows as cr
 
     rows: list = []
+    own: list = []
     skipped: list = []
     sources: dict[str, Any] = {"shipped": 0, "files": [], "ledger_runs": []}
     if not args.no_shipped_rows:
@@ -48,6 +50,7 @@ def _gather(args: argparse.Namespace) -> tuple[list, list, dict[str, Any]]:
     for path in args.rows:
         got, skip = cr.read_rows(path)
         rows += got
+        own += got
         skipped += skip
         sources["files"].append({"path": str(path), "rows": len(got)})
     if args.from_runs:
@@ -57,9 +60,10 @@ def _gather(args: argparse.Namespace) -> tuple[list, list, dict[str, Any]]:
         records, reasons = ledger_rows()
         got, skip = cr.rows_of_records(records, "ledger", first_line=1, strict=False)
         rows += got
+        own += got
         skipped += skip + [cr.Skipped("ledger", reason) for reason in reasons]
         sources["ledger_runs"] = [r.release for r in got]  # "run:NAME" (runs/measured_rows.py)
-    return rows, skipped, sources
+    return rows, skipped, sources, own
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.planner import calibration_file as cf
     from mbridge_launch.planner import fitting
 
-    rows, skipped, sources = _gather(args)
+    rows, skipped, sources, own = _gather(args)
     usable = [r for r in rows if r.tokens_per_sec]
     for s in skipped:
         # warnings: the fit goes on without them (no usable row at all is the error below)
@@ -89,8 +93,11 @@ def run(args: argparse.Namespace) -> int:
         shown = source.path or t("planner.calibration.shipped")  # a path is escaped by t_line
         print(t_line("calibrate.fitting", rows=len(usable), source=shown), flush=True)  # the fit takes a while
     result = fitting.fit_for_calibrate(rows, start, **kwargs)
+    # the user's measured rows travel with the constants: plan and estimate use them as evidence
+    # of the user's cluster (planner.measured), the newest last: a file keeps the last ones
+    measured = tuple(r for r in own if r.tokens_per_sec and r.valid)[-cf.MAX_MEASURED_ROWS:]
     meta = cf.Meta(rows=result.after.rows, sources=sources, median_error=result.after.median,
-                   within_15=result.after.within_15)
+                   within_15=result.after.within_15, measured=measured)
     target = args.output or cf.state_path()
     path = cf.save(target, result.cal, meta)
     pressed = fitting.at_bounds(result.cal)

@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     cand = estimate_layout(layout, got.arch, hw, precision=got.precision, goal=got.goal,
                            mtp_layers=args.mtp_layers, moe_token_drop=args.moe_token_drop,
                            grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal,
-                           measured=shipped_for(got.arch.name, hw.name, args.gpus, got.precision))
+                           measured=shipped_for(got.arch.name, hw.name, args.gpus, got.precision),
+                           own_measured=cal_source.measured)
     # each rule warning and layout pitfall once, with its severity; not fitting is the verdict
     # (exit 3, EXIT_NO_LAYOUT), not a warning
     warnings = [{"code": v.code, "severity": v.severity, "message": v.message()}

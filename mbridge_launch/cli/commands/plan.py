@@ -58,11 +58,12 @@ def run(args: argparse.Namespace) -> int:
     cal, cal_source = resolve_calibration(args.calibration)  # --calibration, the state's, or shipped
     from mbridge_launch.planner.measured import shipped_for
 
-    # NVIDIA's published rows of this very configuration correct the estimates and rank the
-    # layouts they ran first (planner.measured)
+    # NVIDIA's published rows of this very configuration, and the user's own in the calibration
+    # in use, correct the estimates and rank the layouts they ran first (planner.measured)
     options = Options(recompute=args.recompute, fsdp=True if args.fsdp else None,
                       grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal,
-                      measured=shipped_for(got.arch.name, got.hardware.name, gpus, got.precision))
+                      measured=shipped_for(got.arch.name, got.hardware.name, gpus, got.precision),
+                      own_measured=cal_source.measured)
     result = search(got.arch, got.hardware, gpus, gbs=gbs, seq_length=seq, precision=got.precision,
                     goal=got.goal, options=options, top=args.top)
     hw = got.hardware

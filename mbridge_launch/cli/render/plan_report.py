@@ -252,13 +252,16 @@ def evidence_lines(c: Candidate, lang: str | None = None) -> list[str]:
     twin = c.twin
     if twin is None:
         return []
-    release = twin.row.release or "-"
+    from mbridge_launch.base.escape import one_line
+
+    release = one_line(twin.row.release or "-")  # a user's row names its own release: one line
+    own = "_own" if twin.own else ""  # the user's row (the calibration in use) or NVIDIA's
     if c.measured is not None:
-        return [t("planner.measured_layout", lang=lang, measured=twin.row.tokens_per_sec, release=release,
+        return [t(f"planner.measured_layout{own}", lang=lang, measured=twin.row.tokens_per_sec, release=release,
                   ratio=c.step.measured_ratio)]
     g = twin.row.layout
-    return [t("planner.measured_corrected", lang=lang, ratio=c.step.measured_ratio, tp=g.tp, pp=g.pp, cp=g.cp, ep=g.ep,
-              release=release)]
+    return [t(f"planner.measured_corrected{own}", lang=lang, ratio=c.step.measured_ratio, tp=g.tp, pp=g.pp, cp=g.cp,
+              ep=g.ep, release=release)]
 
 
 def rejected_text(rejected: dict[str, Rejection]) -> list[str]:
