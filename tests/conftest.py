@@ -73,6 +73,17 @@ def slurm_cluster():
 
 
 @pytest.fixture(autouse=True)
+def _each_test_starts_in_the_default_language():
+    """`main(["--lang", "zh", ...])` sets the process's language (base/i18n.set_lang), and an
+    in-process CLI test would leave it to the next test: every test starts from the default."""
+    from mbridge_launch.base.i18n import set_lang
+
+    set_lang(None)
+    yield
+    set_lang(None)
+
+
+@pytest.fixture(autouse=True)
 def _slurm_marked_tests_get_the_cluster(request):
     if request.node.get_closest_marker("slurm") is not None:
         request.getfixturevalue("slurm_cluster")
