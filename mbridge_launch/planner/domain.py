@@ -19,7 +19,11 @@ median and 90th percentile of the absolute held-out errors of the nearest calibr
   precision + family, family, system + precision, system, precision, every row (NEAREST_TIERS);
 - outside the domain the band widens by WIDEN for every outside dimension the held-out error does
   not already measure (leave-one-system-out measures a new system, leave-one-model-out a new
-  family), capped at MAX_BAND, and the text says "extrapolated" with the reasons.
+  family), capped at MAX_BAND, and the text says "extrapolated" with the reasons;
+- an estimate corrected by measured rows of its own configuration (planner.measured; `measured=`)
+  takes the leave-one-release-out error of such corrected estimates instead (loro_measured, held
+  out "measured"; benchmarks/generalisation.py writes it), and its near-tie tolerance is that
+  band's median: the measured rows already stand for the system, GPU count, precision and model.
 """
 
 from __future__ import annotations

@@ -12,11 +12,14 @@ releases"). So, where such a row exists:
   differs from the measured layout; the measurement says where the configuration really lies.
 - **a measured layout is ranked first** (`rank_key`): it is the layout NVIDIA's tuning (or the
   user's run) found and ran; the model's claim that another layout is faster has been wrong more
-  often than right on held-out releases. The near-tie set around it (planner.near_tie) still lists
-  the layouts the model predicts as fast, which `tune` can measure.
+  often than right on held-out releases. The near-tie set around it (planner.near_tie) holds every
+  measured layout and those the corrected model puts within its held-out error of the first
+  (planner.domain, held out "measured"), which `tune` can measure.
 
-The rows come from the caller (never read here by default): `plan`, `estimate` and `recommend` pass
-the shipped rows of the request (`shipped_for`); the benchmarks pass their training releases'
+The rows come from the caller (never read here by default): `plan`, `estimate`, `recommend` and
+`tune` pass the shipped rows of the request (`shipped_for`), and `plan`, `estimate` and `tune` the
+user's own rows of the calibration in use (`Options.own_measured`, Measured.own: a row of the
+user's cluster corrects its grid ahead of NVIDIA's); the benchmarks pass their training releases'
 rows only, so a held-out row never corrects its own prediction.
 """
 
