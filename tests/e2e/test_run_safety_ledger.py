@@ -128,6 +128,17 @@ def test_mark_lost_is_refused_while_the_job_runs(db, slurm_cluster, mbl):
         slurm_cluster.run(["scancel", job], check=False)
 
 
+def _pending_reason(slurm_cluster, job: str, timeout: float = 30.0) -> str:
+    """squeue's pending reason of `job` once the scheduler has given one: right after a requeue
+    slurmctld lists the job as pending with reason "None" until its next pass (seen once in CI)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reason = slurm_cluster.run(["squeue", "-h", "-j", job, "-o", "%r"]).stdout.strip()
+        if (reason and reason != "None") or time.monotonic() > deadline:
+            return reason
+        time.sleep(0.5)
+
+
 def test_status_shows_pending_reason_restarts_and_the_watcher_state(db, slurm_cluster, mbl):
     name = unique("rs-status")
     run = recorded_run(db, name, state=L.SUBMIT_FAILED)
@@ -139,7 +150,7 @@ def test_status_shows_pending_reason_restarts_and_the_watcher_state(db, slurm_cl
         assert mbl.run("runs", "adopt", name, job, "--yes", "--reason", "r", "--ledger", str(db)).rc == 0
         with L.Ledger.open(db) as ledger:
             ledger.set_watcher_job(run.id, watcher)
-        reason = slurm_cluster.run(["squeue", "-h", "-j", job, "-o", "%r"]).stdout.strip()
+        reason = _pending_reason(slurm_cluster, job)
         assert reason and reason != "None"
         data = mbl.run("status", name, "--ledger", str(db), "--format", "json").json()
         assert (data["pending_reason"], data["restarts"], data["watcher_state"]) == (reason, 1, "PENDING")
