@@ -611,6 +611,9 @@ def write_measured_errors(done: list[tuple[Split, list[RowResult]]], rows: Seque
 
     errors = measured_errors(done, rows)
     doc = json.loads(TARGET.read_text(encoding="utf-8"))
+    keys = [row_key(entry) for entry in doc["rows"]]
+    if len(set(keys)) != len(keys):  # two rows one key: an error would land on the wrong row
+        raise SystemExit(f"{TARGET}: rows that domain_table.ROW_KEY does not tell apart; widen ROW_KEY")
     for entry in doc["rows"]:
         entry[MEASURED_FIELD] = errors.get(row_key(entry))
     doc["measured_settings"] = {k: settings[k] for k in ("iters", "rounds", "restarts", "quick")}

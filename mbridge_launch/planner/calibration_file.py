@@ -91,7 +91,7 @@ def to_json(cal: Calibration, meta: Meta) -> dict[str, Any]:
         "created": created, "constants": constants,
         "fit": {"rows": meta.rows, "sources": meta.sources, "median_error": meta.median_error,
                 "within_15": meta.within_15},
-        "measured_rows": [record_of(r) for r in meta.measured[:MAX_MEASURED_ROWS]],
+        "measured_rows": [record_of(r) for r in meta.measured],
     }
 
 
@@ -104,6 +104,8 @@ def save(path: str | Path, cal: Calibration, meta: Meta) -> Path:
     bad = _out_of_bounds(cal)
     if bad:  # the fit keeps every constant inside BOUNDS; a caller's bug, never a file to write
         raise ValueError("constants outside their physical range: " + "; ".join(bad))
+    if len(meta.measured) > MAX_MEASURED_ROWS:  # calibrate keeps the newest; a file never holds more
+        raise ValueError(f"{len(meta.measured)} measured rows, at most {MAX_MEASURED_ROWS} are kept")
     text = json.dumps(to_json(cal, meta), indent=2, ensure_ascii=False) + "\n"
     with writable(target):
         return atomic_write_text(target, text)

@@ -181,7 +181,7 @@ def recommend(request: Request) -> Recommendation:
         from mbridge_launch.planner.domain import assess
 
         rec.assessment = assess(model, arch, gpu_type, precision, request.goal, layout.seq_length, world,
-                                measured=getattr(rec.estimate, "twin", None) is not None)
+                                measured=rec.estimate.twin is not None)
     changes.record_layout_changes(rec, _recipe_layout(recipe, world, overrides), layout)
     changes.record_split_changes(rec, recipe_split(recipe), layout.split)
     changes.record_user_changes(rec)

@@ -55,6 +55,7 @@ def calibrate(capsys, *argv: str) -> tuple[int, dict, str]:
 def test_calibrate_writes_a_valid_file_and_reports_before_after(capsys, tmp_path, ten_rows):
     code, data, _ = calibrate(capsys, "--rows", str(ten_rows), "-o", str(tmp_path / "cal.json"))
     assert code == 0
+    assert data["measured_rows"] == {"kept": 10, "given": 10}
     assert data["written"] == str(tmp_path / "cal.json") and data["rows"] == 10
     assert data["sources"]["files"] == [{"path": str(ten_rows), "rows": 10}] and data["sources"]["shipped"] == 0
     assert data["started_from"] == {"source": "shipped", "path": None, "measured_rows": 0}
@@ -81,6 +82,7 @@ def test_text_output_names_the_figures(capsys, tmp_path, ten_rows):
     out = capsys.readouterr().out
     assert code == 0
     assert "before: median |error|" in out and "after:" in out and str(tmp_path / "c.json") in out
+    assert "your measured rows kept in the file as evidence for plan, estimate and tune: 10 of 10" in out
 
 
 @pytest.mark.parametrize("column, value, shown", [
@@ -202,7 +204,7 @@ def test_the_users_measured_rows_travel_with_the_calibration_and_rank_first(caps
     mine = _write(tmp_path / "mine.csv", [MINE])
     out = tmp_path / "cal.json"
     code, data, _ = calibrate(capsys, "--rows", str(ten_rows), "--rows", str(mine), "-o", str(out))
-    assert code == 0
+    assert code == 0 and data["measured_rows"] == {"kept": 11, "given": 11}
     cal, meta = cf.read(out)
     assert len(meta.measured) == 11 and meta.measured[-1].release == MINE["release"]
     assert main([*MINE_PLAN, "--calibration", str(out), "--format", "json"]) == 0

@@ -135,3 +135,16 @@ def test_the_csv_is_shipped_as_package_data():
     section = text.split("[tool.setuptools.package-data]", 1)[1].split("\n[", 1)[0]
     catalog_line = next(line for line in section.splitlines() if line.startswith('"mbridge_launch.catalog"'))
     assert '"*.csv"' in catalog_line
+
+
+def test_a_file_never_holds_more_measured_rows_than_it_reads(tmp_path):
+    """calibrate keeps the newest MAX_MEASURED_ROWS; save refuses more (a caller's bug), as the
+    reader would refuse the file."""
+    from mbridge_launch.planner.calibration_rows import load_rows
+
+    row = next(r for r in load_rows() if r.tokens_per_sec)
+    with pytest.raises(ValueError, match="measured rows"):
+        cf.save(tmp_path / "c.json", CAL, replace(META, measured=(row,) * (cf.MAX_MEASURED_ROWS + 1)))
+    assert not (tmp_path / "c.json").exists()
+    cf.save(tmp_path / "c.json", CAL, replace(META, measured=(row,) * 3))
+    assert len(cf.read(tmp_path / "c.json")[1].measured) == 3

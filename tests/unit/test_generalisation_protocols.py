@@ -4,6 +4,7 @@ no fit runs here."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -136,3 +137,33 @@ def test_run_all_scores_every_split_with_its_refit_best_start(monkeypatch, jobs)
     assert [s for s, _ in done] == splits  # every split, in the splits' order
     for s, cals in done:
         assert cals == [f"cal of {'+'.join(s.train)} seed 1"]
+
+
+def test_figures_put_both_baselines_on_the_copy_rows_and_fall_back_to_the_table():
+    rows = [result(error=0.01), result(error=0.03), result(error=0.5, has_copy=False)]  # copy 5%, MFU 20%
+    f = g.figures(rows)
+    assert f.error_with_copy == pytest.approx(0.02) and f.mfu_with_copy == pytest.approx(0.2)
+    # copy where a counterpart exists, else the median-MFU table: |0.05|, |0.05|, |0.2|
+    assert f.copy_or_mfu == pytest.approx(0.05)
+
+
+def test_the_errors_of_corrected_estimates_go_to_their_own_rows_and_survive_a_domain_table_rewrite():
+    import domain_table as dt
+    from mbridge_launch.planner.calibration_rows import load_rows
+
+    rows = [r for r in load_rows() if r.tokens_per_sec][:3]
+    split = g.Split(g.LORO, ("x",), rows[0].release)
+    done = [(split, [g.RowResult(g.LORO, "", r.index, r.label, True, err, None, None, False, False, 1, "", True, 1,
+                                 0.0, corrected) for r, err, corrected in zip(rows, (0.012, -0.3, 0.02),
+                                                                              (True, False, True))])]
+    errors = g.measured_errors(done, rows)
+    entries = [dt._row_entry(r, None, None, None) for r in rows]
+    assert [errors[dt.row_key(e)] for e in entries] == [0.012, None, 0.02]  # not corrected: no figure
+    previous = {"rows": [{**e, dt.MEASURED_FIELD: errors[dt.row_key(e)]} for e in entries],
+                "measured_settings": {"iters": 800}}
+    rebuilt = dt.carry_measured({"rows": [dict(e) for e in reversed(entries)]}, previous)
+    assert [e.get(dt.MEASURED_FIELD) for e in rebuilt["rows"]] == [0.02, None, 0.012]
+    assert rebuilt["measured_settings"] == {"iters": 800}
+    # the shipped table's rows are told apart by the key the errors are written by
+    keys = [dt.row_key(e) for e in json.loads(dt.TARGET.read_text(encoding="utf-8"))["rows"]]
+    assert len(set(keys)) == len(keys)

@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     result = fitting.fit_for_calibrate(rows, start, **kwargs)
     # the user's measured rows travel with the constants: plan and estimate use them as evidence
     # of the user's cluster (planner.measured), the newest last: a file keeps the last ones
-    measured = tuple(r for r in own if r.tokens_per_sec and r.valid)[-cf.MAX_MEASURED_ROWS:]
+    given = [r for r in own if r.tokens_per_sec and r.valid]
+    measured = tuple(given[-cf.MAX_MEASURED_ROWS:])
     meta = cf.Meta(rows=result.after.rows, sources=sources, median_error=result.after.median,
                    within_15=result.after.within_15, measured=measured)
     target = args.output or cf.state_path()
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             "after": {"median_error": result.after.median, "within_15": result.after.within_15,
                       "objective": result.objective_after},
             "at_bounds": pressed, "seconds": round(result.seconds, 1),
+            "measured_rows": {"kept": len(measured), "given": len(given)},
         })
         return 0
     lines = [
@@ -121,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         lines.append(t("calibrate.kept_start"))
     if pressed:
         lines.append(t("calibrate.at_bounds", constants=", ".join(pressed)))
+    if given:
+        lines.append(t("calibrate.measured_kept", kept=len(measured), given=len(given), limit=cf.MAX_MEASURED_ROWS))
     lines.append(t_line("calibrate.written", path=str(path), seconds=result.seconds))
     print("\n".join(lines))
     return 0
