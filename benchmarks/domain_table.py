@@ -123,6 +123,11 @@ def row_key(entry: dict) -> tuple:
     return tuple(entry.get(k) for k in ROW_KEY)
 
 
+def key_of_row(row: Row) -> tuple:
+    """row_key of the table entry a published row gets."""
+    return row_key(_row_entry(row, None, None, None))
+
+
 def carry_measured(doc: dict, previous: dict | None) -> dict:
     """`doc` with the loro_measured errors (and their settings) of `previous` (the file it
     replaces) on the rows they were computed for: this script's refits do not compute them."""

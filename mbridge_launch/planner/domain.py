@@ -143,12 +143,17 @@ def load_table(path: str | None = None) -> Table:
     """The calibration domain table (package data; `path` for tests). A missing or unreadable file
     gives an empty table: every dimension is then outside and the band is MAX_BAND, the honest
     answer when nothing says what was calibrated (an estimate does not fail for it)."""
-    names = {f.name for f in fields(CalibrationRow)}
     try:
-        data = json.loads(Path(path or domain_path()).read_text(encoding="utf-8"))
-        rows = tuple(CalibrationRow(**{k: v for k, v in row.items() if k in names}) for row in data.get("rows", []))
+        return table_of(json.loads(Path(path or domain_path()).read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError, AttributeError):
         return Table(())
+
+
+def table_of(data: dict[str, Any]) -> Table:
+    """The Table of a calibration-domain document (the file's JSON; benchmarks build one per
+    held-out split from the training releases alone). Unknown row keys are ignored."""
+    names = {f.name for f in fields(CalibrationRow)}
+    rows = tuple(CalibrationRow(**{k: v for k, v in row.items() if k in names}) for row in data.get("rows", []))
     return Table(rows, dict(data.get("settings", {})), str(data.get("constants", "")))
 
 

@@ -88,14 +88,40 @@ def test_counterpart_prefers_a_row_with_a_measured_speed():
     assert g.counterpart(held, [unmeasured, measured]) is measured
 
 
-def test_one_refit_serves_every_split_with_the_same_training_releases():
-    splits = g.splits_of([row(r) for r in RELEASES])
-    fits = g.fits_needed(splits)
-    assert len(fits) == 6  # 4 + 3 splits, the last time-ordered one trains as leave-26.02.01-out
-    assert [s.protocol for s in fits[("25.09", "25.11", "26.02")]] == [g.LORO, g.TIME]
-    assert sum(len(group) for group in fits.values()) == len(splits)
-    assert {s for group in fits.values() for s in group} == set(splits)
-    assert [len(train) for train in fits] == sorted((len(train) for train in fits), reverse=True)
+STRENGTH = g.Strength(iters=1, rounds=1, restarts=4)
+DOMAIN = {"iters": 1, "rounds": 1, "restarts": 1}
+
+
+def test_no_refit_of_a_split_sees_the_held_out_release():
+    """The constants, the inner leave-one-release-out and the domain table's refits of a split
+    are all fitted on its training releases (training_domain.py): the held-out release shapes
+    neither the predictions nor the near-tie tolerance."""
+    rows = [row(r, system=system, model=model) for r in RELEASES for system in ("h100", "b200")
+            for model in ("llama3_8b", "qwen3_30b_a3b")]
+    for split in g.splits_of(rows):
+        fits = g.split_fits(split, rows, STRENGTH, DOMAIN)
+        assert all(split.test not in f.train and set(f.train) <= set(split.train) for f in fits)
+        assert fits[0] == STRENGTH.fit(split.train)  # the constants the rows are predicted with
+        inner = [f for f in fits[1:] if f.drop is None]
+        assert sorted(f.train for f in inner) == sorted(
+            tuple(x for x in split.train if x != held) for held in split.train) if len(split.train) > 1 else not inner
+        held_out = sorted(f.drop for f in fits if f.drop is not None)
+        assert held_out == [("model", "llama3_8b"), ("model", "qwen3_30b_a3b"), ("system", "b200"), ("system", "h100")]
+        assert all(f.train == split.train for f in fits if f.drop is not None)
+
+
+def test_one_refit_serves_every_split_that_needs_it():
+    rows = [row(r) for r in RELEASES]
+    splits = g.splits_of(rows)
+    by_split = {s: g.split_fits(s, rows, STRENGTH, DOMAIN) for s in splits}
+    last_time, loro_latest = splits[-1], splits[3]
+    assert (last_time.protocol, loro_latest.protocol) == (g.TIME, g.LORO)
+    assert by_split[last_time] == by_split[loro_latest]  # same training releases, same refits
+    distinct = {f for fits in by_split.values() for f in fits if f.drop is None}
+    # the constants of 6 training sets (4 + 3 splits, one shared) and of the inner splits: every
+    # pair of releases (C(4, 2) = 6, 25.09+25.11 a time-ordered split's own) and 25.11 alone
+    # (25.09 alone is a time-ordered split's own)
+    assert len(distinct) == 6 + 5 + 1
 
 
 def result(valid: bool = True, error: float | None = 0.1, rank: int | None = 1, in_tie: bool = True,
@@ -119,24 +145,28 @@ OBJECTIVE = {0: 3.0, 1: 1.0, 2: 2.0, 3: 1.0}  # seeds 1 and 3 tie: the first one
 
 
 def fake_start(task: tuple) -> tuple:
-    train, seed = task[0], task[1]
-    return train, seed, OBJECTIVE[seed], f"cal of {'+'.join(train)} seed {seed}"
+    fit, seed = task[0], task[1]
+    return fit, seed, OBJECTIVE[seed] if fit.restarts > 1 else 0.0, f"cal of {fit.label} seed {seed}"
 
 
-def fake_score(task: tuple) -> list:
-    splits, cal = task
-    return [(s, [cal]) for s in splits]
+def fake_score(task: tuple) -> tuple:
+    split, cals, strength, _domain = task
+    return split, sorted(cals.values()) + [cals[strength.fit(split.train)]]
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_run_all_scores_every_split_with_its_refit_best_start(monkeypatch, jobs):
-    monkeypatch.setattr(g, "_run_start", fake_start)
+def test_run_all_scores_every_split_with_the_best_start_of_each_of_its_refits(monkeypatch, jobs):
+    import refits
+
+    monkeypatch.setattr(refits, "run_start", fake_start)
     monkeypatch.setattr(g, "_score", fake_score)
     splits = g.splits_of([row(r) for r in RELEASES])
-    done = g.run_all(splits, iters=1, rounds=1, restarts=4, jobs=jobs)
+    done = g.run_all(splits, STRENGTH, jobs=jobs, domain=DOMAIN)
     assert [s for s, _ in done] == splits  # every split, in the splits' order
     for s, cals in done:
-        assert cals == [f"cal of {'+'.join(s.train)} seed 1"]
+        assert cals[-1] == f"cal of {'+'.join(s.train)} seed 1"  # the constants its rows are predicted with
+        # every refit it needs, each its best start (domain refits: one start, seed 0)
+        assert all(c.endswith("seed 1") or (" without " in c and c.endswith("seed 0")) for c in cals)
 
 
 def test_figures_put_both_baselines_on_the_copy_rows_and_fall_back_to_the_table():
@@ -167,3 +197,37 @@ def test_the_errors_of_corrected_estimates_go_to_their_own_rows_and_survive_a_do
     # the shipped table's rows are told apart by the key the errors are written by
     keys = [dt.row_key(e) for e in json.loads(dt.TARGET.read_text(encoding="utf-8"))["rows"]]
     assert len(set(keys)) == len(keys)
+
+
+def test_the_acceptance_compares_each_baseline_on_the_rows_it_predicts():
+    """Below both baselines: the planner's median against the table's on every measured row, and
+    against copy's on the rows copy predicts; a worse planner fails either comparison."""
+    rows = [result(error=0.01), result(error=0.03), result(error=0.5, has_copy=False)]  # copy 5%, MFU 20%
+    f = g.figures(rows)
+    assert f.error == pytest.approx(0.03) and f.error_with_copy == pytest.approx(0.02)
+    assert f.error_without_copy == pytest.approx(0.5)
+    assert g.below_both(f) is True
+    worse_than_copy = g.figures([result(error=0.06), result(error=0.07), result(error=0.01, has_copy=False)])
+    assert g.below_both(worse_than_copy) is False  # 6.5% on copy's rows against its 5%
+    worse_than_table = g.figures([result(error=0.01), result(error=0.3, has_copy=False),
+                                  result(error=0.4, has_copy=False)])
+    assert g.below_both(worse_than_table) is False  # 30% on every row against the table's 20%
+
+
+def test_a_split_is_scored_with_its_training_releases_table():
+    """score_split end to end on the real rows of one time-ordered step (25.09 -> 25.11), the
+    committed constants standing in for every refit: every held-out row scored, with a near-tie
+    tolerance from the table of 25.09 alone."""
+    from mbridge_launch.planner.calibration_rows import load_rows
+    from mbridge_launch.planner.throughput import CAL
+
+    rows = load_rows()
+    split = g.Split(g.TIME, ("25.09",), "25.11")
+    strength = g.Strength(1, 1, 1)
+    cals = {f: CAL for f in g.split_fits(split, rows, strength, DOMAIN)}
+    results = g.score_split(split, rows, cals, strength, DOMAIN)
+    held_out = [r for r in rows if r.release == "25.11"]
+    assert [r.index for r in results] == [r.index for r in held_out]
+    assert all(r.error is not None for r in results if r.valid)
+    assert all(0.0 <= r.band <= 1.0 and r.tie_size >= 1 for r in results)
+    assert any(r.corrected for r in results)  # 25.09's rows correct the configurations it measured

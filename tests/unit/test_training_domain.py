@@ -1,0 +1,93 @@
+"""benchmarks/training_domain.py: the calibration-domain table a held-out release is scored with is
+computed from the training releases' rows alone. Real published rows, the committed constants
+standing in for every refit (no fit runs here)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import training_domain as td  # noqa: E402
+from domain_table import key_of_row, row_key  # noqa: E402
+from mbridge_launch.planner.throughput import CAL  # noqa: E402
+
+TRAIN = ("25.09", "25.11")
+STRENGTH = (1, 1, 1)  # iterations, rounds, starts: only names the refits here
+DOMAIN = {"iters": 1, "rounds": 1, "restarts": 1}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    from calibration_rows import load_rows
+
+    return load_rows()
+
+
+@pytest.fixture(scope="module")
+def cals(rows):
+    fits = td.inner_fits(TRAIN, *STRENGTH) + td.domain_fits(TRAIN, rows, DOMAIN)
+    return {f: CAL for f in fits}
+
+
+@pytest.fixture(scope="module")
+def doc(rows, cals):
+    return td.table_doc(TRAIN, rows, cals, DOMAIN, *STRENGTH)
+
+
+def test_the_table_holds_the_training_releases_measured_rows_only(rows, doc):
+    assert {e["release"] for e in doc["rows"]} == set(TRAIN)
+    assert len(doc["rows"]) == sum(1 for r in rows if r.release in TRAIN and r.tokens_per_sec)
+
+
+def test_the_held_out_releases_rows_change_nothing(rows, cals, doc):
+    """Another speed for every row of the other releases: the same table, to the last figure."""
+    changed = [replace(r, tokens_per_sec=r.tokens_per_sec * 3) if r.release not in TRAIN and r.tokens_per_sec else r
+               for r in rows]
+    assert td.table_doc(TRAIN, changed, cals, DOMAIN, *STRENGTH) == doc
+
+
+def test_loro_measured_is_the_other_training_releases_correction(rows, doc):
+    """A 25.09 row is corrected by 25.11's measured rows of its configuration (and only those);
+    a row no other training release measured has no figure."""
+    by_key = {key_of_row(r): r for r in rows if r.release in TRAIN and r.tokens_per_sec}
+    evidence = {release: [r for r in rows if r.release == release] for release in TRAIN}
+    corrected = uncorrected = 0
+    for entry in doc["rows"]:
+        r = by_key[row_key(entry)]
+        other = TRAIN[1] if r.release == TRAIN[0] else TRAIN[0]
+        predicted, was_corrected = td.corrected_predict(r, CAL, evidence[other])
+        if was_corrected:
+            corrected += 1
+            assert entry["loro_measured"] == pytest.approx(predicted / r.tokens_per_sec - 1, abs=1e-4)
+        else:
+            uncorrected += 1
+            assert entry["loro_measured"] is None
+    assert corrected and uncorrected  # both cases occur in these releases
+
+
+def test_held_out_errors_and_gaps_come_from_the_refit_without_the_rows_group(rows, doc):
+    """Every row gets the leave-one-system-out and leave-one-model-out figures of the refit that
+    left its system, or its model, out (here all the committed constants: the same error twice)."""
+    from accuracy import errors_with
+    from fitting import prepared
+
+    entries = {row_key(e): e for e in doc["rows"]}
+    measured = [r for r in rows if r.release in TRAIN and r.tokens_per_sec]
+    for r, error in zip(measured, errors_with(prepared(measured), CAL)):
+        entry = entries[key_of_row(r)]
+        assert entry["loso"] == entry["lomo"] == pytest.approx(error, abs=1e-4)
+        if r.valid:  # an invalid published layout is left out of every ranking figure
+            assert entry["gap_loso"] == entry["gap_lomo"] is not None and 0.0 <= entry["gap_loso"] <= 1.0
+        else:
+            assert entry["gap_loso"] is None
+
+
+def test_the_document_reads_as_the_planner_table(rows, cals):
+    table = td.training_table(TRAIN, rows, cals, DOMAIN, *STRENGTH)
+    assert {r.release for r in table.rows} == set(TRAIN)
+    assert any(r.loro_measured is not None for r in table.rows)
