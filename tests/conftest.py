@@ -22,11 +22,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background by a non-interactive shell (`nohup ... &`) inherits SIGINT
+# ignored, and a process that starts with SIGINT ignored keeps it ignored: every test of Ctrl-C
+# handling would then fail for the launcher's sake. A Python handler here is reset to the default
+# at exec, so the processes the tests start get a working SIGINT too.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import cli_helpers
 import slurmcluster
