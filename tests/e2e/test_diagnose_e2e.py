@@ -312,7 +312,16 @@ def test_scenario_is_diagnosed(outcomes, slurm_env, mbl, name):
         return
     assert got["fix"] and got["retry"] in ("resubmit", "resubmit_excluding_node", "rollback", "no")
     needles = o.evidence_needle if isinstance(o.evidence_needle, tuple) else (o.evidence_needle,)
-    allowed = [find_line(o.evidence_file, needle) for needle in needles]
+    # Slurm writes the step's "DUE TO NODE FAILURE" line only when slurmstepd outlives the node
+    # going down (seen missing once on the clean-clone machine): each needle is a line the evidence
+    # may name, and at least one of them must be in the log.
+    allowed = []
+    for needle in needles:
+        try:
+            allowed.append(find_line(o.evidence_file, needle))
+        except AssertionError:
+            continue
+    assert allowed, (needles, o.evidence_file.read_text(errors="replace")[-2000:])
     first = got["evidence"][0]
     assert first["file"] == str(o.evidence_file), (allowed, got["evidence"])
     assert (first["line"], first["text"]) in [(n, _evidence_text(line)) for n, line in allowed], (allowed, got["evidence"])
