@@ -246,16 +246,19 @@ def run_all(splits: list[Split], strength: Strength, jobs: int, cache: Path | No
     tasks = [(s, {f: cals[f] for f in needed[s]}, strength, domain) for s in splits if all(f in cals for f in needed[s])]
     begun = time.time()
     done: list[tuple[Split, list[RowResult]]] = []
+
+    def collect(results) -> None:
+        for split, res in results:
+            done.append((split, res))
+            print(f"  scored {split.protocol} {split.label}: {len(res)} rows ({time.time() - begun:.0f} s)", flush=True)
+
     if jobs <= 1 or len(tasks) <= 1:
-        results = map(_score, tasks)
+        collect(map(_score, tasks))
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        pool = ProcessPoolExecutor(max_workers=jobs)
-        results = pool.map(_score, tasks)
-    for split, res in results:
-        done.append((split, res))
-        print(f"  scored {split.protocol} {split.label}: {len(res)} rows ({time.time() - begun:.0f} s)", flush=True)
+        with ProcessPoolExecutor(max_workers=jobs) as pool:  # shut down (workers joined) when scored
+            collect(pool.map(_score, tasks))
     return done
 
 
