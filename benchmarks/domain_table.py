@@ -44,10 +44,15 @@ GAP_TOP = 20  # candidates listed per request when the published layout's shortf
 NOT_LISTED = 1.0  # its shortfall when the published grid is not among them: no tolerance holds it
 
 
-def published_gap(row: Row, cal: Calibration, cache: dict) -> float | None:
-    """1 - predicted tokens/s of the published (TP, PP, CP, EP) grid / that of the first choice,
-    with constants `cal` (0: first; NOT_LISTED: not among the first GAP_TOP); None for a row whose
-    published layout breaks the rules (it is left out of every ranking figure)."""
+def published_gap(row: Row, cal: Calibration, cache: dict, evidence_rows: tuple[Row, ...] = ()) -> float | None:
+    """The published (TP, PP, CP, EP) grid's tie distance from the first choice with constants `cal`
+    (planner.near_tie.tie_distance: the smallest near-tie tolerance that holds it; 0: first or
+    measured; NOT_LISTED: not among the first GAP_TOP); None for a row whose published layout
+    breaks the rules (it is left out of every ranking figure). `evidence_rows`: measured rows
+    that correct the estimates and rank their layouts first, as `plan` uses them (planner.measured;
+    one `cache` per set of evidence rows)."""
+    from mbridge_launch.planner.near_tie import tie_distance
+
     if not row.valid:
         return None
     L = row.layout
@@ -55,13 +60,14 @@ def published_gap(row: Row, cal: Calibration, cache: dict) -> float | None:
     if key not in cache:
         cache[key] = search(row.arch, row.hw, L.world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
                             options=Options(mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop,
-                                            grad_bytes=GRAD_BYTES, cal=cal), top=GAP_TOP).candidates
+                                            grad_bytes=GRAD_BYTES, cal=cal, measured=evidence_rows),
+                            top=GAP_TOP).candidates
     cands = cache[key]
     match = next((c for c in cands if (c.layout.tp, c.layout.pp, c.layout.cp, c.layout.ep) == (L.tp, L.pp, L.cp, L.ep)),
                  None)
     if match is None or not cands:
         return NOT_LISTED
-    return max(0.0, 1.0 - match.tokens_per_sec_per_gpu / cands[0].tokens_per_sec_per_gpu)
+    return tie_distance(cands[0], match)
 
 
 def _held_out(task: tuple) -> tuple[str, str, list[float], list[float | None]]:
@@ -114,9 +120,12 @@ def _row_entry(row: Row, loso: float | None, lomo: float | None, in_sample: floa
 
 
 # the columns that name a row of the table across rewrites: generalisation.py adds its
-# leave-one-release-out errors of corrected estimates (loro_measured) to the rows it matches
+# leave-one-release-out errors of corrected estimates (loro_measured) and the published layouts'
+# tie distances under them (gap_measured) to the rows it matches
 ROW_KEY = ("release", "model", "system", "precision", "gpus", "seq_length", "variant", "layout")
 MEASURED_FIELD = "loro_measured"
+GAP_FIELD = "gap_measured"
+MEASURED_FIELDS = (MEASURED_FIELD, GAP_FIELD)
 
 
 def row_key(entry: dict) -> tuple:
@@ -129,14 +138,16 @@ def key_of_row(row: Row) -> tuple:
 
 
 def carry_measured(doc: dict, previous: dict | None) -> dict:
-    """`doc` with the loro_measured errors (and their settings) of `previous` (the file it
-    replaces) on the rows they were computed for: this script's refits do not compute them."""
+    """`doc` with the loro_measured errors and gap_measured distances (and their settings) of
+    `previous` (the file it replaces) on the rows they were computed for: this script's refits do
+    not compute them."""
     if not previous:
         return doc
-    kept = {row_key(e): e.get(MEASURED_FIELD) for e in previous.get("rows", []) if e.get(MEASURED_FIELD) is not None}
-    for entry in doc["rows"]:
-        if row_key(entry) in kept:
-            entry[MEASURED_FIELD] = kept[row_key(entry)]
+    for name in MEASURED_FIELDS:
+        kept = {row_key(e): e.get(name) for e in previous.get("rows", []) if e.get(name) is not None}
+        for entry in doc["rows"]:
+            if row_key(entry) in kept:
+                entry[name] = kept[row_key(entry)]
     if "measured_settings" in previous:
         doc["measured_settings"] = previous["measured_settings"]
     return doc

@@ -129,16 +129,21 @@ class RowResult:
     tie_size: int
     band: float  # the near-tie band (fraction)
     corrected: bool = False  # measured rows of the training releases corrected the estimate
+    # the published layout's tie distance (planner.near_tie.tie_distance; domain_table.NOT_LISTED
+    # when not among the TOP listed; None for an invalid published layout)
+    gap: float | None = None
 
 
-def _ranked(rows: list[Row], cal, table, evidence_rows: Sequence[Row] = ()) -> dict[int, tuple[int | None, str, bool, int, float]]:
+def _ranked(rows: list[Row], cal, table,
+            evidence_rows: Sequence[Row] = ()) -> dict[int, tuple[int | None, str, bool, int, float, float | None]]:
     """accuracy.rank_of_published with the refit constants (Options.cal), plus the near-tie set
     within the request's near-tie tolerance (planner.domain.tie_band, as `plan`) from `table`
     (the training releases' own calibration-domain table, training_domain.py): per row index
-    (rank, first choice, in the set, set size, tolerance)."""
+    (rank, first choice, in the set, set size, tolerance, the published layout's tie distance)."""
+    from domain_table import NOT_LISTED
     from mbridge_launch.knowledge.vocabulary import normalize_goal
     from mbridge_launch.planner.domain import assess
-    from mbridge_launch.planner.near_tie import near_tie_set
+    from mbridge_launch.planner.near_tie import near_tie_set, tie_distance
     from mbridge_launch.planner.search import Options, search
 
     goal = normalize_goal("pretrain")  # every published row pretrains
@@ -162,7 +167,8 @@ def _ranked(rows: list[Row], cal, table, evidence_rows: Sequence[Row] = ()) -> d
         band = assess(row.model, row.arch, row.hw.name, row.precision, goal, L.seq_length, world, table,
                       measured=bool(cands) and cands[0].twin is not None).near_tie().within
         ties = near_tie_set(cands, band)
-        out[row.index] = (rank, chosen, rank is not None and any(r == rank for r, _ in ties), len(ties), band)
+        gap = None if not row.valid else NOT_LISTED if rank is None else tie_distance(cands[0], cands[rank - 1])
+        out[row.index] = (rank, chosen, rank is not None and any(r == rank for r, _ in ties), len(ties), band, gap)
     return out
 
 
@@ -220,10 +226,10 @@ def score_split(split: Split, rows: list[Row], cals: dict[Fit, Any], strength: S
         mfu = _baseline_predict(r, measured_train) / tps - 1 if tps and measured_train else None
         twin = counterpart(r, train)
         copy = twin.tokens_per_sec / tps - 1 if twin is not None and twin.tokens_per_sec and tps else None
-        rank, chosen, in_tie, size, band = ranked[r.index]
+        rank, chosen, in_tie, size, band, gap = ranked[r.index]
         out.append(RowResult(split.protocol, split.label, r.index, r.label, r.valid, err, mfu, copy, twin is not None,
                              twin is not None and grid(twin.layout) == grid(r.layout), rank, chosen, in_tie, size,
-                             band, corrected))
+                             band, corrected, gap))
     return out
 
 
@@ -433,14 +439,15 @@ def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], 
          "set is symmetric: a layout predicted more than the tolerance faster than a measured first is the model's "
          "disagreement, listed but not a tie. The near-tie set holds every measured layout and the listed candidates "
          "predicted within the request's near-tie tolerance of the first (planner.near_tie.near_tie_set with "
-         "planner.domain.assess(..., measured=...).near_tie(), as `plan`): where measured rows correct the "
-         "estimates, the median leave-one-release-out error of corrected estimates of the nearest rows "
-         "(loro_measured); otherwise the 90% quantile of how far below the first the published layouts of the "
-         "nearest rows were predicted by leave-one-system/model-out refits (gap_loso, gap_lomo). `plan` reads these "
+         "planner.domain.assess(..., measured=...).near_tie(), as `plan`): the 90% quantile of how far from the "
+         "first the published layouts of the nearest rows were predicted (planner.near_tie.tie_distance; 0 for a "
+         "measured layout) by held-out predictions made as the request's: leave-one-release-out with the other "
+         "releases' measured rows as evidence where such rows correct the estimates (gap_measured), else "
+         "leave-one-system/model-out refits (gap_loso, gap_lomo). `plan` reads these "
          "from catalog/calibration-domain.json, computed over every release; here each split computes them again "
          "from its training releases alone, by the same procedures (training_domain.py: domain_table.py's refits "
          f"without each system and each model at the shipped table's strength, {dom}; leave-one-release-out "
-         "within the training releases, at this run's strength, for loro_measured), so the held-out release "
+         "within the training releases, at this run's strength, for loro_measured and gap_measured), so the held-out release "
          "shapes neither the constants its rows are predicted with nor the tolerance they are scored with. "
          "The median-MFU baseline is accuracy.py's table (same system, precision and model, else coarser groups) "
          "over the training releases' rows. Copy-the-last-layout takes the row of the same model, system, GPU count "
@@ -522,39 +529,43 @@ def main() -> int:
     return 0
 
 
-def measured_errors(done: list[tuple[Split, list[RowResult]]], rows: Sequence[Row]) -> dict[tuple, float | None]:
+def measured_errors(done: list[tuple[Split, list[RowResult]]],
+                    rows: Sequence[Row]) -> dict[tuple, tuple[float | None, float | None]]:
     """Per domain-table row key (domain_table.row_key): the leave-one-release-out error of the
-    estimate corrected by the other releases' measured rows, None where none corrected it."""
+    estimate corrected by the other releases' measured rows and the published layout's tie
+    distance with that evidence ((None, None) where none corrected it)."""
     from domain_table import key_of_row
 
     by_index = {r.index: r for r in rows}
-    out: dict[tuple, float | None] = {}
+    out: dict[tuple, tuple[float | None, float | None]] = {}
     for split, results in done:
         if split.protocol != LORO:
             continue
         for res in results:
             if res.error is not None:
+                corrected = res.corrected
                 out[key_of_row(by_index[res.index])] = (
-                    round(res.error, 4) if res.corrected else None)
+                    round(res.error, 4) if corrected else None,
+                    round(res.gap, 4) if corrected and res.gap is not None else None)
     return out
 
 
 def write_measured_errors(done: list[tuple[Split, list[RowResult]]], rows: Sequence[Row], settings: dict) -> Path:
-    """Write `loro_measured` into catalog/calibration-domain.json (planner.domain's band and
-    near-tie tolerance of corrected estimates). The errors do not depend on the bands this run
-    read from the file, so a second run writes the same values."""
+    """Write `loro_measured` and `gap_measured` into catalog/calibration-domain.json (planner.domain's
+    band and near-tie tolerance of corrected estimates). They do not depend on the tolerances this
+    run read from the file, so a second run writes the same values."""
     import json
 
-    from domain_table import MEASURED_FIELD, TARGET, row_key
+    from domain_table import GAP_FIELD, MEASURED_FIELD, TARGET, row_key
     from mbridge_launch.base.atomic import atomic_write_text
 
-    errors = measured_errors(done, rows)
+    figures = measured_errors(done, rows)
     doc = json.loads(TARGET.read_text(encoding="utf-8"))
     keys = [row_key(entry) for entry in doc["rows"]]
-    if len(set(keys)) != len(keys):  # two rows one key: an error would land on the wrong row
+    if len(set(keys)) != len(keys):  # two rows one key: a figure would land on the wrong row
         raise SystemExit(f"{TARGET}: rows that domain_table.ROW_KEY does not tell apart; widen ROW_KEY")
     for entry in doc["rows"]:
-        entry[MEASURED_FIELD] = errors.get(row_key(entry))
+        entry[MEASURED_FIELD], entry[GAP_FIELD] = figures.get(row_key(entry), (None, None))
     doc["measured_settings"] = {k: settings[k] for k in ("iters", "rounds", "restarts", "quick")}
     atomic_write_text(TARGET, json.dumps(doc, indent=1) + "\n")
     return TARGET

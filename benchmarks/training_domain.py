@@ -11,10 +11,11 @@ rows only, by the procedures that write the shipped file:
 - `loso`, `lomo`, `gap_loso`, `gap_lomo`: domain_table.py's refits, one per system and one per
   model of the training rows, each fitted without it and predicting its training rows, at the
   shipped table's settings (domain_fits);
-- `loro_measured`: leave-one-release-out within the training releases, at the run's settings: for
-  each training release A, constants fitted on the other training releases, and A's rows
-  predicted as `plan` predicts them, corrected by the other training releases' measured rows of
-  the same configuration (inner_fits, corrected_predict).
+- `loro_measured`, `gap_measured`: leave-one-release-out within the training releases, at the
+  run's settings: for each training release A, constants fitted on the other training releases,
+  and A's rows predicted and ranked as `plan` does, with the other training releases' measured
+  rows of the same configuration as evidence (inner_fits, corrected_predict, published_gap): the
+  corrected estimate's error and the published layout's tie distance.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Sequence
 
 from accuracy import errors_with
 from calibration_rows import GRAD_BYTES, Row, with_fitting_recompute
-from domain_table import MEASURED_FIELD, build, key_of_row, published_gap, row_key
+from domain_table import GAP_FIELD, MEASURED_FIELD, build, key_of_row, published_gap, row_key
 from fitting import prepared
 from refits import Fit
 
@@ -66,8 +67,8 @@ def domain_fits(train: Sequence[str], rows: Sequence[Row], settings: dict[str, A
 def table_doc(train: Sequence[str], rows: Sequence[Row], cals: dict[Fit, Any], settings: dict[str, Any],
               iters: int, rounds: int, restarts: int) -> dict[str, Any]:
     """The calibration-domain document of the training releases `train` (domain_table.build, then
-    loro_measured as generalisation.py writes it), from the constants `cals` of domain_fits and
-    inner_fits."""
+    loro_measured and gap_measured as generalisation.py writes them), from the constants `cals` of
+    domain_fits and inner_fits."""
     train_rows = [r for r in rows if r.release in train]
     held: dict[str, dict[str, list[float]]] = {attr: {} for attr in HELD_OUT}
     gaps: dict[str, dict[str, list[float | None]]] = {attr: {} for attr in HELD_OUT}
@@ -79,16 +80,20 @@ def table_doc(train: Sequence[str], rows: Sequence[Row], cals: dict[Fit, Any], s
         held[attr][group] = errors_with(prepared(members), cals[fit])
         gaps[attr][group] = [published_gap(r, cals[fit], cache) for r in members]
     doc = build(train_rows, held, dict(settings), gaps)
-    errors = {}
+    errors, distances = {}, {}
     for fit in inner_fits(train, iters, rounds, restarts):
-        evidence_rows = fit.rows(rows)
+        evidence_rows = tuple(fit.rows(rows))
+        searched: dict = {}  # published_gap's searches with this fold's constants and evidence
         for r in train_rows:
             if r.release in fit.train or not r.tokens_per_sec:
                 continue
             predicted, corrected = corrected_predict(r, cals[fit], evidence_rows)
             errors[key_of_row(r)] = round(predicted / r.tokens_per_sec - 1, 4) if corrected else None
+            gap = published_gap(r, cals[fit], searched, evidence_rows) if corrected else None
+            distances[key_of_row(r)] = None if gap is None else round(gap, 4)
     for entry in doc["rows"]:
         entry[MEASURED_FIELD] = errors.get(row_key(entry))
+        entry[GAP_FIELD] = distances.get(row_key(entry))
     return doc
 
 

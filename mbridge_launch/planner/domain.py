@@ -24,6 +24,14 @@ median and 90th percentile of the absolute held-out errors of the nearest calibr
   takes the leave-one-release-out error of such corrected estimates instead (loro_measured, held
   out "measured"; benchmarks/generalisation.py writes it), and its near-tie tolerance is that
   band's median: the measured rows already stand for the system, GPU count, precision and model.
+
+The near-tie tolerance (`tie_band`) is one rule for every request: the TIE_COVERAGE quantile of
+how far from the first the published layouts of the nearest rows were predicted by held-out
+refits (planner.near_tie.tie_distance), made the way the request's own estimate is made: by the
+leave-one-system/model-out refits (gap_loso, gap_lomo) for the model alone, and by
+leave-one-release-out with the other releases' measured rows as evidence (gap_measured) for an
+estimate corrected by measured rows. A table without gap_measured (an older file) gives a
+corrected estimate the median of its error band instead.
 """
 
 from __future__ import annotations
@@ -107,6 +115,9 @@ class CalibrationRow:
     # configuration in the other releases (planner.measured; benchmarks/generalisation.py writes
     # it): None when no other release measured the row's configuration
     loro_measured: float | None = None
+    # the published layout's tie distance (planner.near_tie.tie_distance: 0 when it was among the
+    # measured layouts) under that same leave-one-release-out with measured evidence; None as above
+    gap_measured: float | None = None
 
     def held_out(self, kind: str) -> float | None:
         """|error| of the held-out refit `kind` ("system", "model" or "worst" of the two)."""
@@ -117,7 +128,8 @@ class CalibrationRow:
 
     def held_out_gap(self, kind: str) -> float | None:
         """The published layout's predicted shortfall under the held-out refit `kind` (as held_out)."""
-        values = {"system": [self.gap_loso], "model": [self.gap_lomo], "worst": [self.gap_loso, self.gap_lomo]}[kind]
+        values = {"system": [self.gap_loso], "model": [self.gap_lomo], "worst": [self.gap_loso, self.gap_lomo],
+                  "measured": [self.gap_measured]}[kind]
         known = [v for v in values if v is not None]
         return max(known) if known else None
 
@@ -299,8 +311,8 @@ class ErrorBand:
                 "widened_for": list(self.widened_for)}
 
 
-def _loo_kind(req: Request, table: Table, measured: bool = False) -> str:
-    if measured and any(r.loro_measured is not None for r in table.rows):
+def _loo_kind(req: Request, table: Table, measured: bool = False, field: str = "loro_measured") -> str:
+    if measured and any(getattr(r, field) is not None for r in table.rows):
         return "measured"
     system_seen = req.system in table.values("system")
     model_seen = req.model in table.values("model")
@@ -317,13 +329,14 @@ def _p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
-def _nearest(domain: Domain, table: Table, value: Any,
-             measured: bool = False) -> tuple[str, tuple[str, ...], list[float], float, list[str]]:
+def _nearest(domain: Domain, table: Table, value: Any, measured: bool = False,
+             field: str = "loro_measured") -> tuple[str, tuple[str, ...], list[float], float, list[str]]:
     """(held-out kind, tier, the rows' values, widening factor, dimensions widened for): the
     values `value(row, kind)` of the nearest calibrated rows (module docstring: which held-out
-    refit, which rows, how it widens outside the domain)."""
+    refit, which rows, how it widens outside the domain); `measured` with a table whose `field`
+    has figures: the leave-one-release-out of corrected estimates."""
     req = domain.request
-    loo = _loo_kind(req, table, measured)
+    loo = _loo_kind(req, table, measured, field)
     attrs = {"system": lambda r: r.system == req.system, "precision": lambda r: r.precision == req.precision,
              "family": lambda r: (r.family, r.kind) == (req.family, req.kind)}
     chosen: tuple[str, ...] = ()
@@ -380,13 +393,15 @@ class TieBand:
     widen: float = 1.0
     widened_for: tuple[str, ...] = ()
     measured: bool = True  # False: the error band's median stands in (no gap figures)
-    # True: the first is a measured layout (planner.measured); the set holds every measured layout
-    # and those within the median held-out error of corrected estimates (ErrorBand "measured")
+    # True: the estimates are corrected by measured rows (planner.measured); the set holds every
+    # measured layout and those within the tolerance of corrected estimates (gap_measured; an
+    # older table: the median held-out error of corrected estimates, `measured` False)
     evidence: bool = False
 
     def basis(self, lang: str | None = None) -> str:
         scope = " ".join(v for _, v in self.scope) if self.scope else t("planner.domain.scope_all", lang=lang)
-        key = ("planner.domain.tie_basis_measured" if self.evidence else
+        key = ("planner.domain.tie_basis_measured" if self.evidence and self.measured else
+               "planner.domain.tie_basis_measured_median" if self.evidence else
                "planner.domain.tie_basis" if self.measured else "planner.domain.basis")
         text = t(key, lang=lang, loo=t(f"planner.domain.loo.{self.loo}", lang=lang), rows=self.rows, scope=scope,
                  coverage=TIE_COVERAGE)
@@ -396,22 +411,27 @@ class TieBand:
 
 
 def tie_band(domain: Domain, table: Table | None = None, band: ErrorBand | None = None) -> TieBand:
-    """The near-tie tolerance (TieBand). With a `band` of estimates corrected by measured rows
-    (loo "measured"), its median: the published layout was one of the measured layouts for most
-    held-out rows (benchmarks/RESULTS.md), so the set is those and the layouts the corrected
-    model cannot tell from the first within its own error."""
+    """The near-tie tolerance (TieBand; the rule in the module docstring). With a `band` of
+    estimates corrected by measured rows (loo "measured"), the quantile is over the tie distances
+    of corrected estimates (gap_measured), and the set holds every measured layout besides; a
+    table without those figures gives that band's median."""
     table = table or load_table()
-    if band is not None and band.loo == "measured":
-        return TieBand(band.median, band.rows, band.loo, band.scope, band.widen, band.widened_for, evidence=True)
-    loo, chosen, gaps, factor, uncovered = _nearest(domain, table, lambda r, kind: r.held_out_gap(kind))
+    evidence = band is not None and band.loo == "measured"
+    if evidence and not any(r.gap_measured is not None for r in table.rows):
+        assert band is not None
+        return TieBand(band.median, band.rows, band.loo, band.scope, band.widen, band.widened_for, measured=False,
+                       evidence=True)
+    loo, chosen, gaps, factor, uncovered = _nearest(domain, table, lambda r, kind: r.held_out_gap(kind), evidence,
+                                                    "gap_measured")
     if not gaps:
         band = band or error_band(domain, table)
-        return TieBand(band.median, band.rows, band.loo, band.scope, band.widen, band.widened_for, measured=False)
+        return TieBand(band.median, band.rows, band.loo, band.scope, band.widen, band.widened_for, measured=False,
+                       evidence=evidence)
     ordered = sorted(gaps)
     # the smallest tolerance that holds TIE_COVERAGE of the rows' published layouts
     index = min(len(ordered) - 1, max(0, math.ceil(TIE_COVERAGE * len(ordered)) - 1))
     within = min(ordered[index] * factor, MAX_BAND)
-    return TieBand(within, len(gaps), loo, _scope(domain, chosen), factor, tuple(uncovered))
+    return TieBand(within, len(gaps), loo, _scope(domain, chosen), factor, tuple(uncovered), evidence=evidence)
 
 
 # ---------------------------------------------------------------------- what estimates carry

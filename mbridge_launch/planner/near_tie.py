@@ -10,6 +10,17 @@ from __future__ import annotations
 from mbridge_launch.planner.search import Candidate
 
 
+def tie_distance(first: Candidate, candidate: Candidate) -> float:
+    """The smallest tolerance under which near_tie_set holds `candidate` beside `first`: 0 for a
+    measured layout (always held), else how far its predicted tokens/s/GPU lies from the first's,
+    either way, as a fraction of the first's. The benchmarks measure a published layout's distance
+    with this very function, so the tolerance they derive is the one the set applies."""
+    if candidate.measured is not None:
+        return 0.0
+    best = first.tokens_per_sec_per_gpu
+    return abs(candidate.tokens_per_sec_per_gpu / best - 1.0) if best > 0 else float("inf")
+
+
 def near_tie_set(candidates: list[Candidate], within: float) -> list[tuple[int, Candidate]]:
     """(rank, candidate) of every listed candidate (the first included) predicted within `within`
     (a fraction) of the first one's tokens/s/GPU, either way: a faster one ranked lower (a
@@ -17,10 +28,8 @@ def near_tie_set(candidates: list[Candidate], within: float) -> list[tuple[int, 
     but the model's disagreement with a first that ranks on other evidence (a measured layout,
     planner.measured): it stays in the ranked list, outside the set. Every measured layout is in
     the set: each was the fastest NVIDIA (or the user) found on some release, and speeds measured
-    on different releases do not compare."""
+    on different releases do not compare (tie_distance)."""
     if not candidates:
         return []
-    first = candidates[0].tokens_per_sec_per_gpu
-    floor, ceiling = first * (1 - within), first * (1 + within)
-    return [(i, c) for i, c in enumerate(candidates, 1)
-            if c.measured is not None or floor <= c.tokens_per_sec_per_gpu <= ceiling]
+    first = candidates[0]
+    return [(i, c) for i, c in enumerate(candidates, 1) if c is first or tie_distance(first, c) <= within + 1e-12]

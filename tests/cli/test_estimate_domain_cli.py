@@ -59,11 +59,11 @@ def test_plan_text_says_the_domain_once_and_the_near_tie_set(capsys):
     data = json.loads(out)
     ties = data["near_tie_set"]
     ranks = [x["rank"] for x in ties["layouts"]]
-    # NVIDIA published this configuration: the tolerance is the held-out error of corrected
-    # estimates, and every layout a row ran is in the set
+    # NVIDIA published this configuration: the tolerance is that of corrected estimates
+    # (planner.domain.tie_band), and every layout a row ran is in the set
     measured = [i + 1 for i, c in enumerate(data["candidates"]) if c["measured"] is not None]
     assert measured[:1] == [1] and len(measured) >= 2
-    assert ranks[0] == 1 and ties["within"] > 0 and "every layout measured on this configuration" in ties["basis"]
+    assert ranks[0] == 1 and ties["within"] >= 0 and "every layout measured on this configuration" in ties["basis"]
     assert set(measured) <= set(ranks) and len(ranks) > 1
     for tie in ties["layouts"]:
         cand = data["candidates"][tie["rank"] - 1]
@@ -74,7 +74,7 @@ def test_plan_text_says_the_domain_once_and_the_near_tie_set(capsys):
     assert sum("calibrated domain" in x or x.startswith("Extrapolated: ") for x in text.splitlines()) == 1
     quoted = f"Layouts {', '.join(str(r) for r in ranks)} cannot be told apart: each was measured on this configuration"
     assert quoted in text
-    assert f"within {ties['within']:.1%} of the first, the held-out error of measured-corrected" in text
+    assert f"within {ties['within']:.1%} of the first, a gap measured-corrected estimates have got wrong" in text
     code, zh, _ = run(capsys, "--lang", "zh", *argv)
     assert code == 0 and f"布局 {', '.join(str(r) for r in ranks)} 无法区分" in zh
     assert "6% of the first, about the model's median error" not in text

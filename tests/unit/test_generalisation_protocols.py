@@ -184,15 +184,19 @@ def test_the_errors_of_corrected_estimates_go_to_their_own_rows_and_survive_a_do
     rows = [r for r in load_rows() if r.tokens_per_sec][:3]
     split = g.Split(g.LORO, ("x",), rows[0].release)
     done = [(split, [g.RowResult(g.LORO, "", r.index, r.label, True, err, None, None, False, False, 1, "", True, 1,
-                                 0.0, corrected) for r, err, corrected in zip(rows, (0.012, -0.3, 0.02),
-                                                                              (True, False, True))])]
-    errors = g.measured_errors(done, rows)
+                                 0.0, corrected, gap)
+                     for r, err, corrected, gap in zip(rows, (0.012, -0.3, 0.02), (True, False, True),
+                                                      (0.0, 0.04, 0.031))])]
+    figures = g.measured_errors(done, rows)
     entries = [dt._row_entry(r, None, None, None) for r in rows]
-    assert [errors[dt.row_key(e)] for e in entries] == [0.012, None, 0.02]  # not corrected: no figure
-    previous = {"rows": [{**e, dt.MEASURED_FIELD: errors[dt.row_key(e)]} for e in entries],
+    # (loro_measured, gap_measured); not corrected: no figure
+    assert [figures[dt.row_key(e)] for e in entries] == [(0.012, 0.0), (None, None), (0.02, 0.031)]
+    previous = {"rows": [{**e, dt.MEASURED_FIELD: figures[dt.row_key(e)][0], dt.GAP_FIELD: figures[dt.row_key(e)][1]}
+                         for e in entries],
                 "measured_settings": {"iters": 800}}
     rebuilt = dt.carry_measured({"rows": [dict(e) for e in reversed(entries)]}, previous)
     assert [e.get(dt.MEASURED_FIELD) for e in rebuilt["rows"]] == [0.02, None, 0.012]
+    assert [e.get(dt.GAP_FIELD) for e in rebuilt["rows"]] == [0.031, None, 0.0]
     assert rebuilt["measured_settings"] == {"iters": 800}
     # the shipped table's rows are told apart by the key the errors are written by
     keys = [dt.row_key(e) for e in json.loads(dt.TARGET.read_text(encoding="utf-8"))["rows"]]

@@ -52,11 +52,16 @@ def test_the_held_out_releases_rows_change_nothing(rows, cals, doc):
 
 
 def test_loro_measured_is_the_other_training_releases_correction(rows, doc):
-    """A 25.09 row is corrected by 25.11's measured rows of its configuration (and only those);
-    a row no other training release measured has no figure."""
+    """A 25.09 row is corrected by 25.11's measured rows of its configuration (and only those),
+    and its published layout's tie distance is taken in the ranking those rows correct; a row no
+    other training release measured has neither figure."""
+    from domain_table import published_gap
+    from mbridge_launch.planner.measured import evidence as evidence_of, matching
+
     by_key = {key_of_row(r): r for r in rows if r.release in TRAIN and r.tokens_per_sec}
-    evidence = {release: [r for r in rows if r.release == release] for release in TRAIN}
-    corrected = uncorrected = 0
+    evidence = {release: tuple(r for r in rows if r.release == release) for release in TRAIN}
+    searched: dict = {release: {} for release in TRAIN}
+    corrected = uncorrected = measured_first = 0
     for entry in doc["rows"]:
         r = by_key[row_key(entry)]
         other = TRAIN[1] if r.release == TRAIN[0] else TRAIN[0]
@@ -64,10 +69,18 @@ def test_loro_measured_is_the_other_training_releases_correction(rows, doc):
         if was_corrected:
             corrected += 1
             assert entry["loro_measured"] == pytest.approx(predicted / r.tokens_per_sec - 1, abs=1e-4)
+            gap = published_gap(r, CAL, searched[other], evidence[other])
+            assert entry["gap_measured"] == (None if gap is None else pytest.approx(gap, abs=1e-4))
+            # a published layout the other release ran is a measured candidate: distance 0
+            ran = evidence_of(matching(evidence[other], r.arch.name, r.hw.name, r.layout.world or 0, r.precision,
+                                       r.mtp_layers, r.token_drop), CAL)
+            if r.valid and any(m.ran(r.layout) for m in ran):
+                measured_first += 1
+                assert entry["gap_measured"] == 0.0
         else:
             uncorrected += 1
-            assert entry["loro_measured"] is None
-    assert corrected and uncorrected  # both cases occur in these releases
+            assert entry["loro_measured"] is None and entry["gap_measured"] is None
+    assert corrected and uncorrected and measured_first  # every case occurs in these releases
 
 
 def test_held_out_errors_and_gaps_come_from_the_refit_without_the_rows_group(rows):
