@@ -56,7 +56,8 @@ def test_loro_measured_is_the_other_training_releases_correction(rows, doc):
     and its published layout's tie distance is taken in the ranking those rows correct; a row no
     other training release measured has neither figure."""
     from domain_table import published_gap
-    from mbridge_launch.planner.measured import evidence as evidence_of, matching
+    from mbridge_launch.planner.measured import evidence as evidence_of
+    from mbridge_launch.planner.measured import matching
 
     by_key = {key_of_row(r): r for r in rows if r.release in TRAIN and r.tokens_per_sec}
     evidence = {release: tuple(r for r in rows if r.release == release) for release in TRAIN}
