@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -235,6 +236,27 @@ def test_a_corrected_estimate_carries_the_held_out_error_of_corrected_estimates(
     older = Table(tuple(_measured_row(None) for _ in range(3)))
     fallback = _assess(table=older, measured=True)
     assert fallback.band.loo == "worst" and not fallback.near_tie().evidence
+
+
+def test_a_corrected_estimates_tolerance_is_the_quantile_of_corrected_tie_distances():
+    """With gap_measured figures, a corrected estimate's near-tie tolerance follows the same rule as
+    the model's own (the 9th of 10 distances), over the distances of corrected estimates, not the
+    median of their speed errors; the model's own tolerance still comes from gap_loso/gap_lomo."""
+    distances = [0.0] * 7 + [0.01, 0.03, 1.0]
+    table = Table(tuple(replace(_measured_row(0.02), gap_measured=d) for d in distances), constants="x")
+    corrected = _assess(table=table, measured=True)
+    tie = corrected.near_tie()
+    assert corrected.band.loo == "measured" and corrected.band.median == pytest.approx(0.02)
+    assert tie.evidence and tie.measured and tie.loo == "measured" and tie.rows == 10
+    assert tie.within == pytest.approx(0.03)
+    assert "90%" in tie.basis("en") and "every layout measured on this configuration" in tie.basis("en")
+    for lang in ("en", "zh"):
+        assert "{" not in tie.basis(lang)
+    plain = _assess(table=table).near_tie()
+    assert not plain.evidence and plain.loo == "worst" and plain.within == pytest.approx(0.05)
+    # outside the dimensions measured rows stand for, it widens like the error band
+    wide = _assess(table=table, seq=131072, measured=True).near_tie()
+    assert wide.widened_for == ("seq_length",) and wide.within == pytest.approx(0.03 * dm.WIDEN)
 
 
 def test_the_shipped_table_has_corrected_errors_for_configurations_published_twice():

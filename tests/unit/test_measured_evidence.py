@@ -154,6 +154,25 @@ def test_every_measured_layout_is_in_the_near_tie_set():
     assert set(measured) < set(wide)
 
 
+@pytest.mark.parametrize("within", [0.0, 0.01, 0.03, 0.1, 0.5])
+def test_the_tie_distance_is_the_sets_own_criterion(within):
+    """A candidate is in the near-tie set exactly when its tie distance is within the tolerance (the
+    benchmarks derive the tolerance from published layouts' distances, so the two must agree),
+    with the first and every measured layout at distance 0, faster and slower ones alike."""
+    from mbridge_launch.planner.near_tie import near_tie_set, tie_distance
+
+    rows = _rows("llama31_405b", "gb300", 256, "fp8cs")
+    found = _plan("llama31_405b", "gb300", 256, rows[0].layout.gbs, rows[0].layout.seq_length, "fp8cs", tuple(rows))
+    cands = found.candidates
+    first = cands[0]
+    held = {rank for rank, _ in near_tie_set(cands, within)}
+    assert held == {i for i, c in enumerate(cands, 1) if tie_distance(first, c) <= within}
+    assert all(tie_distance(first, c) == 0.0 for c in cands if c.measured is not None)
+    for c in cands:
+        if c.measured is None:
+            assert tie_distance(first, c) == pytest.approx(abs(c.tokens_per_sec_per_gpu / first.tokens_per_sec_per_gpu - 1))
+
+
 def test_the_users_own_row_corrects_before_nvidias_row_of_the_same_grid():
     """A row of the user's cluster (a calibration file's measured_rows, Measured.own) is the twin of
     its grid ahead of NVIDIA's newer row of that grid; NVIDIA's rows still correct other grids."""
