@@ -2,12 +2,14 @@
 
     python benchmarks/generalisation.py [--quick] [--jobs N] [--no-write] [--iters N] [--rounds N] [--restarts N]
 
-The published rows carry their container release (25.09, 25.11, 26.02, 26.02.01). Two protocols,
+The published rows carry their container release (25.09, 25.11, 26.02, 26.02.01). Three protocols,
 each refitting the constants exactly as accuracy.py's leave-one-out does (fit_ranked from the
 physical defaults, regression + ranking term, the same iterations, rounds and restarts):
 
 1. leave-one-release-out: fit on every other release, predict the held-out release's rows;
-2. time-ordered: fit on the releases up to R, predict the next one (one step per later release).
+2. leave-one-release-line-out: the same with a release and its patch releases held out together
+   (26.02 with 26.02.01), so that no row is corrected by its near-twin (reported, no target);
+3. time-ordered: fit on the releases up to R, predict the next one (one step per later release).
 
 For every predicted row: the tokens/s error of the published layout (with the refit constants and
 the lightest recompute the memory model lets fit, as accuracy.py), the rank of the published
@@ -44,7 +46,9 @@ from training_domain import corrected_predict, domain_fits, inner_fits, training
 HEADING = "## Generalisation across releases"
 QUICK = (300, 2, 1)  # --quick: iterations, ranking rounds, starts per refit (domain_table.py's --quick)
 LORO = "leave-one-release-out"
+LINE = "leave-one-release-line-out"
 TIME = "time-ordered"
+PROTOCOLS = (LORO, LINE, TIME)  # the report's columns, in this order
 
 
 # The split logic and the copy-the-last-layout baseline read only release, model, system,
@@ -65,18 +69,41 @@ def releases_of(rows: Sequence[RowLike]) -> list[str]:
 
 @dataclass(frozen=True)
 class Split:
-    protocol: str  # LORO or TIME
+    protocol: str  # one of PROTOCOLS
     train: tuple[str, ...]  # releases the constants are fitted on
     test: str  # the release predicted
+    also: tuple[str, ...] = ()  # further releases predicted with it (a release line's patch releases)
+
+    @property
+    def tests(self) -> tuple[str, ...]:
+        return (self.test, *self.also)
 
     @property
     def label(self) -> str:
-        return f"{'+'.join(self.train)} -> {self.test}"
+        return f"{'+'.join(self.train)} -> {'+'.join(self.tests)}"
 
 
 def leave_one_release_out(releases: Sequence[str]) -> list[Split]:
     ordered = sorted(releases, key=release_key)
     return [Split(LORO, tuple(r for r in ordered if r != held), held) for held in ordered]
+
+
+def release_line(release: str) -> str:
+    """The release a patch release belongs to ("26.02.01" -> "26.02"): a patch of a release ships
+    nearly the same software, so predicting one from the other is easier than a new release."""
+    return ".".join(release.split(".")[:2])
+
+
+def leave_one_release_line_out(releases: Sequence[str]) -> list[Split]:
+    """Leave-one-release-out with a release and its patch releases held out together (26.02 and
+    26.02.01): no held-out row is corrected by its near-twin. A line of one release gives the
+    leave-one-release-out split again, so the column covers every row."""
+    ordered = sorted(releases, key=release_key)
+    lines: dict[str, list[str]] = {}
+    for r in ordered:
+        lines.setdefault(release_line(r), []).append(r)
+    return [Split(LINE, tuple(r for r in ordered if r not in held), held[0], tuple(held[1:]))
+            for held in lines.values()]
 
 
 def time_ordered(releases: Sequence[str]) -> list[Split]:
@@ -87,7 +114,7 @@ def time_ordered(releases: Sequence[str]) -> list[Split]:
 
 def splits_of(rows: Sequence[RowLike]) -> list[Split]:
     releases = releases_of(rows)
-    return leave_one_release_out(releases) + time_ordered(releases)
+    return leave_one_release_out(releases) + leave_one_release_line_out(releases) + time_ordered(releases)
 
 
 def counterpart(row: RowLike, train: Sequence[RowLike]) -> RowLike | None:
@@ -213,7 +240,7 @@ def score_split(split: Split, rows: list[Row], cals: dict[Fit, Any], strength: S
     releases; the near-tie tolerance from the table of the training releases alone."""
     cal = cals[strength.fit(split.train)]
     train = [r for r in rows if r.release in split.train]
-    test = [r for r in rows if r.release == split.test]
+    test = [r for r in rows if r.release in split.tests]
     evidence_rows = train if EVIDENCE else []
     table = training_table(split.train, rows, cals, domain, strength.iters, strength.rounds, strength.restarts)
     ranked = _ranked(test, cal, table, evidence_rows)
@@ -353,9 +380,8 @@ def _error_cell(f: Figures) -> str:
 
 def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], seconds: float,
            missing: Sequence[Split] = (), note: str = "") -> str:
-    by_protocol = {p: [r for s, res in done if s.protocol == p for r in res] for p in (LORO, TIME)}
-    fig = {p: figures(res) for p, res in by_protocol.items()}
-    lo, tm = fig[LORO], fig[TIME]
+    protocols = [p for p in PROTOCOLS if any(s.protocol == p for s, _ in done)]
+    fig = {p: figures([r for s, res in done if s.protocol == p for r in res]) for p in protocols}
     quick = settings["quick"]
     full = (settings["iters"], settings["rounds"], settings["restarts"]) == (800, 2, RESTARTS)
     lines = [f"{HEADING} (`python benchmarks/generalisation.py`)", "",
@@ -365,13 +391,13 @@ def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], 
                  else f", {seconds:.0f} s in all")
               + (" (`--quick`: fewer iterations and one start, not accuracy.py's full strength)." if quick else
                  " (accuracy.py's leave-one-out settings)." if full else " (not accuracy.py's full strength).")), "",
-             (f"Leave-one-release-out: {lo.rows} predicted rows ({lo.measured} with a measured tokens/s, {lo.valid} "
-              f"with a valid published layout: the rank and near-tie figures count these). Time-ordered: "
-              f"{tm.rows} predicted rows ({tm.measured} measured, {tm.valid} valid)."
+             ("Predicted rows (with a measured tokens/s; with a valid published layout: the rank and near-tie "
+              "figures count these): " + "; ".join(f"{p} {fig[p].rows} ({fig[p].measured}; {fig[p].valid})"
+                                                    for p in protocols) + "."
               + ("" if not missing else " Not finished at these settings (left out of the figures): "
                  + "; ".join(f"{s.protocol} {s.label}" for s in missing) + ".")), "",
              *([note.strip(), ""] if note.strip() else []),
-             "| measure | target | leave-one-release-out | time-ordered |", "|---|---|---|---|"]
+             "| measure | target | " + " | ".join(protocols) + " |", "|---|---|" + "---|" * len(protocols)]
 
     def tie_cell(f: Figures) -> str:
         return _share(f.in_tie, f.valid) + _verdict(f.in_tie >= 0.9 * f.valid if f.valid else None)
@@ -402,28 +428,30 @@ def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], 
                 f"the planner's median on the {f.measured - f.copy_measured} measured rows copy cannot predict is "
                 f"{_p(f.error_without_copy)}")
 
+    def measure(name: str, target: str, cell) -> str:
+        return f"| {name} | {target} | " + " | ".join(cell(fig[p]) for p in protocols) + " |"
+
     lines += [
-        f"| published layout in the near-tie set | >= 90% | {tie_cell(lo)} | {tie_cell(tm)} |",
-        f"| median near-tie set size | <= 3 | {size_cell(lo)} | {size_cell(tm)} |",
-        (f"| planner tokens/s/GPU median abs error, against each baseline on the rows it predicts | below both "
-         f"baselines | {_error_cell(lo)} | {_error_cell(tm)} |"),
-        (f"| planner tokens/s/GPU median abs error, every measured row | - | {_p(lo.error)} ({lo.measured} rows) | "
-         f"{_p(tm.error)} ({tm.measured} rows) |"),
-        f"| baseline: median-MFU table, median abs error | - | {_p(lo.mfu_error)} | {_p(tm.mfu_error)} |",
-        f"| baseline: copy-the-last-layout, median abs error | - | {copy_cell(lo)} | {copy_cell(tm)} |",
-        (f"| baseline: copy-the-last-layout, else the median-MFU table (every measured row) | - | "
-         f"{_p(lo.copy_or_mfu)} | {_p(tm.copy_or_mfu)} |"),
-        f"| planner first choice = published | goal 70% | {_share(lo.first, lo.valid)} | {_share(tm.first, tm.valid)} |",
-        f"| planner top 3 holds published | goal 90% | {_share(lo.top3, lo.valid)} | {_share(tm.top3, tm.valid)} |",
-        (f"| baseline: copy-the-last-layout first choice = published | - | {_share(lo.copy_first, lo.copy_valid)} "
-         f"(rows with a counterpart; {_share(lo.copy_first, lo.valid)} of all valid) | "
-         f"{_share(tm.copy_first, tm.copy_valid)} ({_share(tm.copy_first, tm.valid)} of all valid) |"),
-        (f"| planner tokens/s/GPU median abs error on the copy baseline's rows | - | {same_rows_cell(lo)} | "
-         f"{same_rows_cell(tm)} |"),
-        (f"| for reference, across row sets: the planner on every measured row, copy on its own rows | - | "
-         f"{across_cell(lo)} | {across_cell(tm)} |"),
-        (f"| planner first choice on the same rows (those with a counterpart) | - | "
-         f"{_share(lo.first_with_copy, lo.copy_valid)} | {_share(tm.first_with_copy, tm.copy_valid)} |"), ""]
+        measure("published layout in the near-tie set", ">= 90%", tie_cell),
+        measure("median near-tie set size", "<= 3", size_cell),
+        measure("planner tokens/s/GPU median abs error, against each baseline on the rows it predicts",
+                "below both baselines", _error_cell),
+        measure("planner tokens/s/GPU median abs error, every measured row", "-",
+                lambda f: f"{_p(f.error)} ({f.measured} rows)"),
+        measure("baseline: median-MFU table, median abs error", "-", lambda f: _p(f.mfu_error)),
+        measure("baseline: copy-the-last-layout, median abs error", "-", copy_cell),
+        measure("baseline: copy-the-last-layout, else the median-MFU table (every measured row)", "-",
+                lambda f: _p(f.copy_or_mfu)),
+        measure("planner first choice = published", "goal 70%", lambda f: _share(f.first, f.valid)),
+        measure("planner top 3 holds published", "goal 90%", lambda f: _share(f.top3, f.valid)),
+        measure("baseline: copy-the-last-layout first choice = published", "-",
+                lambda f: (f"{_share(f.copy_first, f.copy_valid)} (rows with a counterpart; "
+                           f"{_share(f.copy_first, f.valid)} of all valid)")),
+        measure("planner tokens/s/GPU median abs error on the copy baseline's rows", "-", same_rows_cell),
+        measure("for reference, across row sets: the planner on every measured row, copy on its own rows", "-",
+                across_cell),
+        measure("planner first choice on the same rows (those with a counterpart)", "-",
+                lambda f: _share(f.first_with_copy, f.copy_valid)), ""]
     domain = settings.get("domain") or {}
     dom = (f"{domain.get('restarts', '?')} start(s) of {domain.get('iters', '?')} iterations, "
            f"{domain.get('rounds', '?')} rounds")
@@ -452,7 +480,9 @@ def report(done: list[tuple[Split, list[RowResult]]], settings: dict[str, Any], 
          "The median-MFU baseline is accuracy.py's table (same system, precision and model, else coarser groups) "
          "over the training releases' rows. Copy-the-last-layout takes the row of the same model, system, GPU count "
          "and precision in the latest training release that has one (same variant, GBS and sequence first); in "
-         "leave-one-release-out that release may be later than the held-out one. Rows without a counterpart are "
+         "leave-one-release-out that release may be later than the held-out one. Leave-one-release-line-out "
+         "holds a release out with its patch releases (26.02 with 26.02.01; a release without patches as in "
+         "leave-one-release-out), so neither is corrected by, nor copies, its near-twin. Rows without a counterpart are "
          "left out of its error and first-choice figures (counted above) and scored for the planner anyway; the "
          "baseline has no top 3 (one layout)."), ""]
     lines += ["Per split:", "",

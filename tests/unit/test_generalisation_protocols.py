@@ -52,11 +52,37 @@ def test_time_ordered_trains_on_the_past_and_predicts_the_next_release():
         assert all(g.release_key(r) < g.release_key(s.test) for r in s.train)
 
 
-def test_splits_of_rows_gives_both_protocols():
+def test_splits_of_rows_gives_every_protocol():
     splits = g.splits_of([row(r) for r in RELEASES])
     assert [s.protocol for s in splits].count(g.LORO) == 4
+    assert [s.protocol for s in splits].count(g.LINE) == 3
     assert [s.protocol for s in splits].count(g.TIME) == 3
     assert splits[-1].label == "25.09+25.11+26.02 -> 26.02.01"
+
+
+def test_a_release_line_is_held_out_with_its_patch_releases():
+    """26.02.01 is a patch of 26.02: they are held out together, so neither corrects the other;
+    a release without patches is held out alone; every release is predicted exactly once."""
+    splits = g.leave_one_release_line_out(RELEASES)
+    assert [(s.train, s.tests) for s in splits] == [
+        (("25.11", "26.02", "26.02.01"), ("25.09",)),
+        (("25.09", "26.02", "26.02.01"), ("25.11",)),
+        (("25.09", "25.11"), ("26.02", "26.02.01")),
+    ]
+    assert sorted(r for s in splits for r in s.tests) == sorted(RELEASES)
+    assert splits[-1].label == "25.09+25.11 -> 26.02+26.02.01"
+
+
+def test_the_release_line_protocol_needs_no_refit_of_its_own():
+    """Its splits train on release sets the other protocols fit anyway (the whole line out is the
+    time-ordered step before the line): scoring it costs no refit."""
+    from calibration_rows import load_rows
+
+    rows = load_rows()
+    others = {f for s in g.splits_of(rows) if s.protocol != g.LINE
+              for f in g.split_fits(s, rows, g.Strength(1, 1, 1), {"iters": 1, "rounds": 1, "restarts": 1})}
+    for split in g.leave_one_release_line_out(g.releases_of(rows)):
+        assert set(g.split_fits(split, rows, g.Strength(1, 1, 1), {"iters": 1, "rounds": 1, "restarts": 1})) <= others
 
 
 def test_counterpart_is_the_same_request_in_the_latest_training_release():
@@ -138,6 +164,23 @@ def test_figures_count_rank_and_near_tie_on_valid_rows_only():
     assert f.tie_median == 4 and f.tie_capped == 1
     assert f.error == pytest.approx(0.1)  # median of |0.1|, |0.1|, |0.1|, |-0.3|
     assert (f.no_copy, f.copy_valid, f.copy_first, f.first_with_copy) == (1, 2, 1, 1)
+
+
+def test_the_report_has_a_column_per_protocol_with_its_own_figures():
+    done = [(g.Split(g.LORO, ("a",), "b"), [result(rank=1), result(rank=1)]),
+            (g.Split(g.LINE, ("a",), "b", ("c",)), [result(rank=2, in_tie=False, size=5)]),
+            (g.Split(g.TIME, ("a",), "b"), [result(rank=None, in_tie=False, size=7)])]
+    settings = {"iters": 1, "rounds": 1, "restarts": 1, "jobs": 1, "quick": True, "cached": True,
+                "domain": {"iters": 1, "rounds": 1, "restarts": 1}}
+    text = g.report(done, settings, 1.0)
+    lines = text.splitlines()
+    assert f"| measure | target | {g.LORO} | {g.LINE} | {g.TIME} |" in lines
+    size = next(x for x in lines if x.startswith("| median near-tie set size |"))
+    cells = [c.strip() for c in size.strip("|").split("|")]
+    assert [c.split(" ")[0] for c in cells[2:]] == ["2", "5", "7"]
+    first = next(x for x in lines if x.startswith("| planner first choice = published |"))
+    assert [c.strip() for c in first.strip("|").split("|")][2:] == ["100.0% (2/2)", "0.0% (0/1)", "0.0% (0/1)"]
+    assert "| leave-one-release-line-out | a -> b+c |" in text
 
 
 # stand-ins for one refit start and one scoring (module level: the worker processes unpickle them)
