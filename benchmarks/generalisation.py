@@ -166,15 +166,17 @@ def _ranked(rows: list[Row], cal, table,
     """accuracy.rank_of_published with the refit constants (Options.cal), plus the near-tie set
     within the request's near-tie tolerance (planner.domain.tie_band, as `plan`) from `table`
     (the training releases' own calibration-domain table, training_domain.py): per row index
-    (rank, first choice, in the set, set size, tolerance, the published layout's tie distance)."""
-    from domain_table import NOT_LISTED
+    (rank, first choice, in the set, set size, tolerance, the published layout's tie distance as the
+    nested table measures it: domain_table.published_gap, among its GAP_TOP candidates)."""
+    from domain_table import published_gap
     from mbridge_launch.knowledge.vocabulary import normalize_goal
     from mbridge_launch.planner.domain import assess
-    from mbridge_launch.planner.near_tie import near_tie_set, tie_distance
+    from mbridge_launch.planner.near_tie import near_tie_set
     from mbridge_launch.planner.search import Options, search
 
     goal = normalize_goal("pretrain")  # every published row pretrains
     cache: dict[tuple, list] = {}
+    searched: dict = {}  # published_gap's searches
     out = {}
     for row in rows:
         L = row.layout
@@ -194,7 +196,7 @@ def _ranked(rows: list[Row], cal, table,
         band = assess(row.model, row.arch, row.hw.name, row.precision, goal, L.seq_length, world, table,
                       measured=bool(cands) and cands[0].twin is not None).near_tie().within
         ties = near_tie_set(cands, band)
-        gap = None if not row.valid else NOT_LISTED if rank is None else tie_distance(cands[0], cands[rank - 1])
+        gap = published_gap(row, cal, searched, tuple(evidence_rows))
         out[row.index] = (rank, chosen, rank is not None and any(r == rank for r, _ in ties), len(ties), band, gap)
     return out
 

@@ -278,3 +278,15 @@ def test_a_split_is_scored_with_its_training_releases_table():
     assert all(r.error is not None for r in results if r.valid)
     assert all(0.0 <= r.band <= 1.0 and r.tie_size >= 1 for r in results)
     assert any(r.corrected for r in results)  # 25.09's rows correct the configurations it measured
+    # the published layout's tie distance (written as gap_measured) is the nested table's measure,
+    # and the near-tie set holds the published layout exactly when the distance is within the band
+    from domain_table import published_gap
+
+    by_index = {r.index: r for r in held_out}
+    train = tuple(r for r in rows if r.release == "25.09")
+    searched: dict = {}
+    for res in results:
+        gap = published_gap(by_index[res.index], CAL, searched, train)
+        assert res.gap == gap
+        if res.valid and res.rank is not None:
+            assert res.in_tie == (gap <= res.band + 1e-12)
