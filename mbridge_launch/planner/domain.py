@@ -22,8 +22,8 @@ median and 90th percentile of the absolute held-out errors of the nearest calibr
   family), capped at MAX_BAND, and the text says "extrapolated" with the reasons;
 - an estimate corrected by measured rows of its own configuration (planner.measured; `measured=`)
   takes the leave-one-release-out error of such corrected estimates instead (loro_measured, held
-  out "measured"; benchmarks/generalisation.py writes it), and its near-tie tolerance is that
-  band's median: the measured rows already stand for the system, GPU count, precision and model.
+  out "measured"; benchmarks/generalisation.py writes it): the measured rows already stand for
+  the system, GPU count, precision and model.
 
 The near-tie tolerance (`tie_band`) is one rule for every request: the TIE_COVERAGE quantile of
 how far from the first the published layouts of the nearest rows were predicted by held-out

@@ -13,8 +13,9 @@ releases"). So, where such a row exists:
 - **a measured layout is ranked first** (`rank_key`): it is the layout NVIDIA's tuning (or the
   user's run) found and ran; the model's claim that another layout is faster has been wrong more
   often than right on held-out releases. The near-tie set around it (planner.near_tie) holds every
-  measured layout and those the corrected model puts within its held-out error of the first
-  (planner.domain, held out "measured"), which `tune` can measure.
+  measured layout and those the corrected model puts within the near-tie tolerance of corrected
+  estimates (planner.domain.tie_band: how far from the first the published layouts came, held
+  out by release with measured evidence), which `tune` can measure.
 
 The rows come from the caller (never read here by default): `plan`, `estimate`, `recommend` and
 `tune` pass the shipped rows of the request (`shipped_for`), and `plan`, `estimate` and `tune` the
