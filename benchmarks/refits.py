@@ -45,13 +45,28 @@ class Fit:
 def code_digest() -> str:
     """What a cached refit depends on: the rows, the row reading and the whole planner (fit,
     throughput and memory models, search). Computed once per run, when the code is loaded: the
-    processes fork from it, so an edit during a run does not rename its refits."""
+    processes fork from it, so an edit during a run does not rename its refits. Python files count
+    by their meaning (meaning_of): an edit to a comment or a docstring keeps every refit."""
     h = hashlib.sha256()
     paths = [ROOT / "benchmarks/data/perf_calibration.csv", ROOT / "benchmarks/calibration_rows.py",
              *sorted((ROOT / "mbridge_launch/planner").glob("*.py"))]
     for path in paths:
-        h.update(path.name.encode() + path.read_bytes())
+        h.update(path.name.encode() + (meaning_of(path) if path.suffix == ".py" else path.read_bytes()))
     return h.hexdigest()[:12]
+
+
+def meaning_of(path: Path) -> bytes:
+    """A Python file's syntax tree without its docstrings (comments are not in the tree)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
 
 
 def cache_file(cache: Path, fit: Fit, seed: int, digest: str) -> Path:

@@ -290,3 +290,21 @@ def test_a_split_is_scored_with_its_training_releases_table():
         assert res.gap == gap
         if res.valid and res.rank is not None:
             assert res.in_tie == (gap <= res.band + 1e-12)
+
+
+def test_a_refit_cache_key_ignores_comments_and_docstrings_not_code(tmp_path):
+    """The cache of refits is named by the planner's code: an edit to a comment or a docstring keeps
+    it, an edit to what runs does not (a one-character change of a constant)."""
+    from refits import meaning_of
+
+    def write(name: str, text: str):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return meaning_of(path)
+
+    base = write("a.py", '"""Module."""\nX = 1  # one\n\n\nclass C:\n    """C."""\n\n    def f(self):\n        """f."""\n        return X\n')
+    reworded = write("b.py", '"""Module, reworded."""\nX = 1  # still one\n\n\nclass C:\n    """Another."""\n\n    def f(self):\n        return X\n')
+    changed = write("c.py", '"""Module."""\nX = 2  # one\n\n\nclass C:\n    """C."""\n\n    def f(self):\n        """f."""\n        return X\n')
+    only_doc = write("d.py", 'def g():\n    """only a docstring."""\n')
+    assert base == reworded and base != changed
+    assert only_doc == write("e.py", "def g():\n    pass\n")
