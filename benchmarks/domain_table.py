@@ -46,13 +46,10 @@ NOT_LISTED = 1.0  # its shortfall when the published grid is not among them: no 
 
 def published_gap(row: Row, cal: Calibration, cache: dict, evidence_rows: tuple[Row, ...] = ()) -> float | None:
     """The published (TP, PP, CP, EP) grid's tie distance from the first choice with constants `cal`
-    (planner.near_tie.tie_distance: the smallest near-tie tolerance that holds it; 0: first or
-    measured; NOT_LISTED: not among the first GAP_TOP); None for a row whose published layout
-    breaks the rules (it is left out of every ranking figure). `evidence_rows`: measured rows
-    that correct the estimates and rank their layouts first, as `plan` uses them (planner.measured;
-    one `cache` per set of evidence rows)."""
-    from mbridge_launch.planner.near_tie import tie_distance
-
+    (gap_among the first GAP_TOP candidates); None for a row whose published layout breaks the
+    rules (it is left out of every ranking figure). `evidence_rows`: measured rows that correct
+    the estimates and rank their layouts first, as `plan` uses them (planner.measured; one `cache`
+    per set of evidence rows)."""
     if not row.valid:
         return None
     L = row.layout
@@ -62,12 +59,18 @@ def published_gap(row: Row, cal: Calibration, cache: dict, evidence_rows: tuple[
                             options=Options(mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop,
                                             grad_bytes=GRAD_BYTES, cal=cal, measured=evidence_rows),
                             top=GAP_TOP).candidates
-    cands = cache[key]
+    return gap_among(row, cache[key])
+
+
+def gap_among(row: Row, cands: list) -> float:
+    """The published grid's tie distance among `cands` (planner.near_tie.tie_distance: the smallest
+    near-tie tolerance that holds it; 0: first or measured; NOT_LISTED: not among them)."""
+    from mbridge_launch.planner.near_tie import tie_distance
+
+    L = row.layout
     match = next((c for c in cands if (c.layout.tp, c.layout.pp, c.layout.cp, c.layout.ep) == (L.tp, L.pp, L.cp, L.ep)),
                  None)
-    if match is None or not cands:
-        return NOT_LISTED
-    return tie_distance(cands[0], match)
+    return NOT_LISTED if match is None else tie_distance(cands[0], match)
 
 
 def _held_out(task: tuple) -> tuple[str, str, list[float], list[float | None]]:
@@ -145,9 +148,8 @@ def carry_measured(doc: dict, previous: dict | None) -> dict:
         return doc
     for name in MEASURED_FIELDS:
         kept = {row_key(e): e.get(name) for e in previous.get("rows", []) if e.get(name) is not None}
-        for entry in doc["rows"]:
-            if row_key(entry) in kept:
-                entry[name] = kept[row_key(entry)]
+        for entry in doc["rows"]:  # None written out, as generalisation.py writes it: one file either way
+            entry[name] = kept.get(row_key(entry))
     if "measured_settings" in previous:
         doc["measured_settings"] = previous["measured_settings"]
     return doc

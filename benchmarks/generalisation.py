@@ -156,8 +156,8 @@ class RowResult:
     tie_size: int
     band: float  # the near-tie band (fraction)
     corrected: bool = False  # measured rows of the training releases corrected the estimate
-    # the published layout's tie distance (planner.near_tie.tie_distance; domain_table.NOT_LISTED
-    # when not among the TOP listed; None for an invalid published layout)
+    # the published layout's tie distance (domain_table.gap_among the first GAP_TOP candidates, as
+    # the training releases' table measures it; None for an invalid published layout)
     gap: float | None = None
 
 
@@ -167,8 +167,9 @@ def _ranked(rows: list[Row], cal, table,
     within the request's near-tie tolerance (planner.domain.tie_band, as `plan`) from `table`
     (the training releases' own calibration-domain table, training_domain.py): per row index
     (rank, first choice, in the set, set size, tolerance, the published layout's tie distance as the
-    nested table measures it: domain_table.published_gap, among its GAP_TOP candidates)."""
-    from domain_table import published_gap
+    nested table measures it, among GAP_TOP candidates). One search per request: its first TOP
+    candidates are those of a search for TOP (the search's pruning keeps the same top)."""
+    from domain_table import GAP_TOP, gap_among
     from mbridge_launch.knowledge.vocabulary import normalize_goal
     from mbridge_launch.planner.domain import assess
     from mbridge_launch.planner.near_tie import near_tie_set
@@ -176,7 +177,6 @@ def _ranked(rows: list[Row], cal, table,
 
     goal = normalize_goal("pretrain")  # every published row pretrains
     cache: dict[tuple, list] = {}
-    searched: dict = {}  # published_gap's searches
     out = {}
     for row in rows:
         L = row.layout
@@ -186,9 +186,10 @@ def _ranked(rows: list[Row], cal, table,
             res = search(row.arch, row.hw, world, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
                          options=Options(cal=cal, mtp_layers=row.mtp_layers, moe_token_drop=row.token_drop,
                                          grad_bytes=GRAD_BYTES, measured=tuple(evidence_rows)),
-                         top=TOP)
+                         top=GAP_TOP)
             cache[key] = res.candidates
-        cands = cache[key]
+        listed = cache[key]
+        cands = listed[:TOP]
         want = grid(L)
         rank = next((i + 1 for i, c in enumerate(cands) if grid(c.layout) == want), None)
         first = cands[0].layout if cands else None
@@ -196,7 +197,7 @@ def _ranked(rows: list[Row], cal, table,
         band = assess(row.model, row.arch, row.hw.name, row.precision, goal, L.seq_length, world, table,
                       measured=bool(cands) and cands[0].twin is not None).near_tie().within
         ties = near_tie_set(cands, band)
-        gap = published_gap(row, cal, searched, tuple(evidence_rows))
+        gap = gap_among(row, listed) if row.valid else None
         out[row.index] = (rank, chosen, rank is not None and any(r == rank for r, _ in ties), len(ties), band, gap)
     return out
 
@@ -237,14 +238,16 @@ def split_fits(split: Split, rows: Sequence[Row], strength: Strength, domain: di
 
 
 def score_split(split: Split, rows: list[Row], cals: dict[Fit, Any], strength: Strength,
-                domain: dict[str, Any]) -> list[RowResult]:
-    """Every row of the split's test release, predicted with the constants fitted on its training
-    releases; the near-tie tolerance from the table of the training releases alone."""
+                domain: dict[str, Any], table: Any = None) -> list[RowResult]:
+    """Every row of the split's test releases, predicted with the constants fitted on its training
+    releases; the near-tie tolerance from the table of the training releases alone (`table`, that
+    table when the caller has it already)."""
     cal = cals[strength.fit(split.train)]
     train = [r for r in rows if r.release in split.train]
     test = [r for r in rows if r.release in split.tests]
     evidence_rows = train if EVIDENCE else []
-    table = training_table(split.train, rows, cals, domain, strength.iters, strength.rounds, strength.restarts)
+    if table is None:
+        table = training_table(split.train, rows, cals, domain, strength.iters, strength.rounds, strength.restarts)
     ranked = _ranked(test, cal, table, evidence_rows)
     measured_train = [r for r in train if r.tokens_per_sec]
     out = []
@@ -262,9 +265,29 @@ def score_split(split: Split, rows: list[Row], cals: dict[Fit, Any], strength: S
     return out
 
 
-def _score(task: tuple) -> tuple[Split, list[RowResult]]:
-    split, cals, strength, domain = task
-    return split, score_split(split, load_rows(), cals, strength, domain)
+def score_splits(splits: Sequence[Split], rows: list[Row], cals: dict[Fit, Any], strength: Strength,
+                 domain: dict[str, Any]) -> list[tuple[Split, list[RowResult]]]:
+    """score_split for splits that share their training releases: the training releases' table is
+    built once, and splits that also predict the same releases (a protocol's split that another
+    protocol has too, e.g. the last time-ordered step and leave-out-the-latest) are scored once,
+    their rows relabelled."""
+    from dataclasses import replace
+
+    assert len({s.train for s in splits}) == 1, "one training set per call"
+    train = splits[0].train
+    table = training_table(train, rows, cals, domain, strength.iters, strength.rounds, strength.restarts)
+    scored: dict[tuple[str, ...], list[RowResult]] = {}
+    out = []
+    for split in splits:
+        if split.tests not in scored:
+            scored[split.tests] = score_split(split, rows, cals, strength, domain, table)
+        out.append((split, [replace(r, protocol=split.protocol, split=split.label) for r in scored[split.tests]]))
+    return out
+
+
+def _score(task: tuple) -> list[tuple[Split, list[RowResult]]]:
+    splits, cals, strength, domain = task
+    return score_splits(splits, load_rows(), cals, strength, domain)
 
 
 def run_all(splits: list[Split], strength: Strength, jobs: int, cache: Path | None = None,
@@ -278,14 +301,21 @@ def run_all(splits: list[Split], strength: Strength, jobs: int, cache: Path | No
     needed = {s: split_fits(s, rows, strength, domain) for s in splits}
     cals = run_fits([f for fits in needed.values() for f in fits], jobs, cache, cached_only,
                     log=lambda line: print(line, flush=True))
-    tasks = [(s, {f: cals[f] for f in needed[s]}, strength, domain) for s in splits if all(f in cals for f in needed[s])]
+    ready = [s for s in splits if all(f in cals for f in needed[s])]
+    by_train: dict[tuple[str, ...], list[Split]] = {}
+    for s in ready:
+        by_train.setdefault(s.train, []).append(s)
+    # one task per training set (its table built once), with the refits its splits need
+    tasks = [(group, {f: cals[f] for s in group for f in needed[s]}, strength, domain) for group in by_train.values()]
     begun = time.time()
-    done: list[tuple[Split, list[RowResult]]] = []
+    scored: dict[Split, list[RowResult]] = {}
 
     def collect(results) -> None:
-        for split, res in results:
-            done.append((split, res))
-            print(f"  scored {split.protocol} {split.label}: {len(res)} rows ({time.time() - begun:.0f} s)", flush=True)
+        for group in results:
+            for split, res in group:
+                scored[split] = res
+                print(f"  scored {split.protocol} {split.label}: {len(res)} rows ({time.time() - begun:.0f} s)",
+                      flush=True)
 
     if jobs <= 1 or len(tasks) <= 1:
         collect(map(_score, tasks))
@@ -294,7 +324,7 @@ def run_all(splits: list[Split], strength: Strength, jobs: int, cache: Path | No
 
         with ProcessPoolExecutor(max_workers=jobs) as pool:  # shut down (workers joined) when scored
             collect(pool.map(_score, tasks))
-    return done
+    return [(s, scored[s]) for s in ready]  # in the order of `splits`
 
 
 # ---------------------------------------------------------------------- figures

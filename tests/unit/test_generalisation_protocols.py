@@ -192,9 +192,10 @@ def fake_start(task: tuple) -> tuple:
     return fit, seed, OBJECTIVE[seed] if fit.restarts > 1 else 0.0, f"cal of {fit.label} seed {seed}"
 
 
-def fake_score(task: tuple) -> tuple:
-    split, cals, strength, _domain = task
-    return split, sorted(cals.values()) + [cals[strength.fit(split.train)]]
+def fake_score(task: tuple) -> list:
+    splits, cals, strength, _domain = task
+    assert len({s.train for s in splits}) == 1  # one task per training set
+    return [(split, sorted(cals.values()) + [cals[strength.fit(split.train)]]) for split in splits]
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -210,6 +211,30 @@ def test_run_all_scores_every_split_with_the_best_start_of_each_of_its_refits(mo
         assert cals[-1] == f"cal of {'+'.join(s.train)} seed 1"  # the constants its rows are predicted with
         # every refit it needs, each its best start (domain refits: one start, seed 0)
         assert all(c.endswith("seed 1") or (" without " in c and c.endswith("seed 0")) for c in cals)
+
+
+def test_splits_sharing_training_releases_build_one_table_and_score_each_prediction_once(monkeypatch):
+    """The last time-ordered step predicts what leave-out-the-latest predicts from the same releases,
+    and a release without patches is its own release line: one table per training set, one scoring
+    per (training, predicted) pair, the rows relabelled for each protocol."""
+    tables, scorings = [], []
+    monkeypatch.setattr(g, "training_table", lambda train, *a: tables.append(train) or f"table of {train}")
+
+    def fake_split(split, rows, cals, strength, domain, table=None):
+        scorings.append((split.train, split.tests, table))
+        return [result()]
+
+    monkeypatch.setattr(g, "score_split", fake_split)
+    splits = g.splits_of([row(r) for r in RELEASES])
+    by_train: dict = {}
+    for s in splits:
+        by_train.setdefault(s.train, []).append(s)
+    done = [pair for group in by_train.values() for pair in g.score_splits(group, [], {}, STRENGTH, DOMAIN)]
+    assert sorted(tables) == sorted(by_train) and len(tables) == len(set(tables))
+    assert len(scorings) == len({(s.train, s.tests) for s in splits}) < len(splits)
+    assert all(table == f"table of {train}" for train, _, table in scorings)
+    assert {(s.protocol, s.label) for s, _ in done} == {(s.protocol, s.label) for s in splits}
+    assert all((r.protocol, r.split) == (s.protocol, s.label) for s, res in done for r in res)
 
 
 def test_figures_put_both_baselines_on_the_copy_rows_and_fall_back_to_the_table():
