@@ -191,14 +191,18 @@ class Ledger:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; BEGIN IMMEDIATE takes the write lock up front so two commands
-        never both read-then-write the same row."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        never both read-then-write the same row. An exception at any point, a signal handler's
+        included (the watcher job's SIGTERM raises between any two statements, even right after
+        BEGIN), leaves no transaction open: the next one would fail with "cannot start a
+        transaction within a transaction"."""
         try:
+            self.conn.execute("BEGIN IMMEDIATE")
             yield self.conn
+            self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             raise
-        self.conn.execute("COMMIT")
 
     def _event(self, conn: sqlite3.Connection, run_id: int | None, kind: str, old: str | None = None,
                new: str | None = None, detail: dict[str, Any] | None = None) -> None:
