@@ -27,10 +27,11 @@ from typing import Any, Iterator, Optional
 
 from mbridge_launch.base.errors import SubmissionError, UserError
 from mbridge_launch.base.quoting import is_safe_name, sh
-from mbridge_launch.executors import Requirement, common, node_check, slurm_cli
+from mbridge_launch.executors import Requirement, common, node_check
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.plan.model import Plan
 from mbridge_launch.plan.signals import KEYS as SIGNAL_KEYS
+from mbridge_launch.slurm import commands as slurm_cli
 
 NAME = "nemo-run"
 REQUIRES = (Requirement("nemo_run", package="nemo-run", extra="nemo-run"),)  # checked by the registry

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Optional
 
 from mbridge_launch.base.atomic import atomic_write_text
-from mbridge_launch.executors import common, slurm_cli
+from mbridge_launch.executors import common
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.executors.batch_script import script_context
 from mbridge_launch.executors.templating import render_template
 from mbridge_launch.plan.model import Plan
+from mbridge_launch.slurm import commands as slurm_cli
 
 NAME = "sbatch"
 

@@ -26,9 +26,10 @@ from mbridge_launch.base.errors import UserError
 from mbridge_launch.base.i18n import t
 from mbridge_launch.base.quoting import sh, sh_join
 from mbridge_launch.base.slurm_signal import WORKS, parse
-from mbridge_launch.executors import Requirement, common, node_check, slurm_cli
+from mbridge_launch.executors import Requirement, common, node_check
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.plan.model import Plan
+from mbridge_launch.slurm import commands as slurm_cli
 
 NAME = "submitit"
 REQUIRES = (Requirement("submitit", package="submitit", extra="submitit"),)  # checked by the registry

@@ -170,7 +170,7 @@ def submit_watcher_job(ledger: Any, run: Any, *, after: Optional[str] = None, ki
     submitted, and `mbridge-launch watch RUN` does the same from a login node."""
     from mbridge_launch.base.errors import UserError
     from mbridge_launch.base.signals import deferred_signals
-    from mbridge_launch.executors.slurm_cli import parse_job_id, run_slurm, slurm_reason
+    from mbridge_launch.slurm.commands import parse_job_id, run_slurm, slurm_reason
 
     out = out or sys.stderr
     after = after or (run.job_ids[0] if run.job_ids else None)

@@ -20,8 +20,8 @@ import re
 import shutil
 from dataclasses import dataclass, field
 
-from mbridge_launch.executors.slurm_cli import SlurmUnavailable
 from mbridge_launch.preflight.slurm import SlurmClient
+from mbridge_launch.slurm.commands import SlurmUnavailable
 
 _VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
 # bounded sacct queries: an empty time window answers quickly on a site with a long history

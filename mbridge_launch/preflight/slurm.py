@@ -4,7 +4,7 @@ Two queries answer nearly everything: `scontrol show partition -o` and the node 
 `scontrol show node --json` on Slurm 23.02+ or `sinfo --json` on 22.05, else `scontrol show node
 -o`). The Slurm version, `scontrol show config`, `srun --help` and `sacctmgr` are asked only when a
 check needs them. Nothing here changes cluster state; `sbatch --test-only` lives in cluster_checks.
-Commands run through the executors' Slurm layer (executors/slurm_cli.py).
+Commands run through the executors' Slurm layer (mbridge_launch/slurm/commands.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from mbridge_launch.executors.slurm_cli import SlurmCommandError, SlurmResult, SlurmUnavailable, call
+from mbridge_launch.slurm.commands import SlurmCommandError, SlurmResult, SlurmUnavailable, call
 
 QUERY_TIMEOUT_S = 20
 

@@ -1,9 +1,9 @@
 """Slurm's view of one job for `diagnose`: sacct's job and step rows, scontrol's requeue count and
 log paths, as a diagnosis.model.SlurmView.
 
-Everything goes through the one Slurm layer (executors.slurm_cli.call) with a bounded timeout;
+Everything goes through the one Slurm layer (slurm.commands.call) with a bounded timeout;
 when Slurm cannot be asked (no commands, controller or accounting down) the answer is None and the
-diagnosis works from the logs alone. sacct rows are split on the unit separator (slurm_cli's
+diagnosis works from the logs alone. sacct rows are split on the unit separator (slurm.commands'
 FIELD_SEP), the free-text Reason field last, so nothing in it can shift the other fields.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mbridge_launch.diagnosis.model import SlurmView, StepView
-from mbridge_launch.executors.slurm_cli import FIELD_SEP, SlurmUnavailable, call
+from mbridge_launch.slurm.commands import FIELD_SEP, SlurmUnavailable, call
 
 TIMEOUT_S = 20.0
 MAX_OUTPUT_CHARS = 4 * 1024 * 1024  # one job's rows; more is not one job

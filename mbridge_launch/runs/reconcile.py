@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Iterable, Optional, Protocol
 
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.executors.slurm_cli import SlurmUnavailable as SlurmUnavailable
 from mbridge_launch.runs import ledger as L
 from mbridge_launch.runs.slurm_jobs import JobInfo as JobInfo
 from mbridge_launch.runs.slurm_jobs import SacctQuery as SacctQuery
+from mbridge_launch.slurm.commands import SlurmUnavailable as SlurmUnavailable
 
 # How long a `submitting` row from another host (whose process we cannot check) is given.
 DEFAULT_GRACE_S = 120.0

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from mbridge_launch.executors.slurm_cli import FIELD_SEP, SlurmUnavailable, call
 from mbridge_launch.runs.ledger import _user
+from mbridge_launch.slurm.commands import FIELD_SEP, SlurmUnavailable, call
 
 MAX_OUTPUT_CHARS = 64 * 1024 * 1024
 _SQUEUE_FORMAT = FIELD_SEP.join(("%i", "%T", "%V", "%r", "%j", "%k"))

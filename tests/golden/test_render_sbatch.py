@@ -13,8 +13,9 @@ import pytest
 import plan_fixtures as pf
 from mbridge_launch.base import i18n
 from mbridge_launch.base.errors import UserError
-from mbridge_launch.executors import batch_script, common, get_executor, node_check, slurm_cli
+from mbridge_launch.executors import batch_script, common, get_executor, node_check
 from mbridge_launch.plan.model import save_plan
+from mbridge_launch.slurm import commands as slurm_cli
 
 pytestmark = pytest.mark.usefixtures("english")
 

@@ -1,4 +1,4 @@
-"""One Slurm command layer (executors/slurm_cli.py) under the executors, preflight and the
+"""One Slurm command layer (mbridge_launch/slurm/commands.py) under the executors, preflight and the
 ledger's reconcile: typed results with the raw output kept, one "cannot ask Slurm" exception,
 and each caller's own reading of a failure. One Slurm time grammar (base/slurm_time.py)."""
 
@@ -11,9 +11,9 @@ import pytest
 
 from mbridge_launch.base import slurm_time
 from mbridge_launch.base.errors import SubmissionError, UserError
-from mbridge_launch.executors import slurm_cli
 from mbridge_launch.preflight import slurm as preflight_slurm
 from mbridge_launch.runs import reconcile
+from mbridge_launch.slurm import commands as slurm_cli
 
 
 def fake(tmp_path, name: str, script: str):

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         # the auto-rollback watcher job first: a cancelled run leaves it nothing to do
         ledger.add_event(record.id, "cancel_requested", {"watcher_job": record.watcher_job_id})  # read by watch --in-job
         if record.watcher_job_id:
-            from mbridge_launch.executors.slurm_cli import run_slurm
+            from mbridge_launch.slurm.commands import run_slurm
 
             run_slurm(["scancel", record.watcher_job_id])
             ledger.add_event(record.id, "cancel", {"job_ids": [record.watcher_job_id], "watcher": True})

@@ -136,8 +136,8 @@ def cancel_requested(ledger, run_id: int) -> bool:
 def _own_job(job_id: str | None) -> dict[str, str] | None:
     """This watcher job as `scontrol show job` has it while it is being signalled; None when
     Slurm cannot say."""
-    from mbridge_launch.executors.slurm_cli import SlurmUnavailable, call
     from mbridge_launch.preflight.slurm import parse_oneliner
+    from mbridge_launch.slurm.commands import SlurmUnavailable, call
 
     if not job_id:
         return None
