@@ -1,8 +1,8 @@
 """Slurm's view of one job for `diagnose`: sacct's job and step rows, scontrol's requeue count and
 log paths, as a diagnosis.model.SlurmView.
 
-Everything goes through the one Slurm layer (slurm.commands.call) with a bounded timeout;
-when Slurm cannot be asked (no commands, controller or accounting down) the answer is None and the
+Everything goes through the bounded reads of runs/slurm_jobs.py (a few seconds, one retry; a
+daemon already found silent is not asked again); when Slurm cannot be asked (no commands, controller or accounting down) the answer is None and the
 diagnosis works from the logs alone. sacct rows are split on the unit separator (slurm.commands'
 FIELD_SEP), the free-text Reason field last, so nothing in it can shift the other fields.
 """
@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mbridge_launch.diagnosis.model import SlurmView, StepView
-from mbridge_launch.slurm.commands import FIELD_SEP, SlurmUnavailable, call
+from mbridge_launch.runs.slurm_jobs import READ_TIMEOUT_S, read_slurm
+from mbridge_launch.slurm.commands import FIELD_SEP, SlurmUnavailable
 
-TIMEOUT_S = 20.0
+TIMEOUT_S = READ_TIMEOUT_S
 MAX_OUTPUT_CHARS = 4 * 1024 * 1024  # one job's rows; more is not one job
 _SACCT_FIELDS = "JobID,State,ExitCode,DerivedExitCode,NodeList,Start,End,Elapsed,Timelimit,Reason"
 
@@ -35,12 +36,9 @@ class JobFacts:
 
 def _run(argv: list[str], timeout: float) -> Optional[str]:
     try:
-        proc = call(argv, timeout=timeout)
+        return read_slurm(argv, timeout=timeout, max_chars=MAX_OUTPUT_CHARS)
     except SlurmUnavailable:
         return None
-    if not proc.ok or len(proc.stdout) > MAX_OUTPUT_CHARS:
-        return None
-    return proc.stdout
 
 
 def _epoch(text: str) -> Optional[float]:

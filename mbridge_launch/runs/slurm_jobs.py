@@ -10,19 +10,38 @@ on '|' shifted every field after the name. Read instead, in this order:
 
 What is read is bounded: squeue's own jobs of this user, sacct from the run's submit time (or the
 given job ids), and at most MAX_OUTPUT_CHARS of output (more is "cannot tell", never a guess).
+
+Silence is not an answer: a read that times out, exits non-zero, or answers with Slurm's JSON
+`errors` array (squeue --json on 22.05 exits 0 with `"errors": [...]` and no jobs when the
+controller is down) raises SlurmNotAsked, never "no jobs". Reads are bounded: READ_TIMEOUT_S per
+attempt, one retry, READ_BUDGET_S in all; a daemon found unreachable is not asked again by this
+process for UNREACHABLE_MEMO_S (a `status` asks several times: the first silence answers the rest).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
+from mbridge_launch.base.i18n import t
 from mbridge_launch.runs.ledger import _user
-from mbridge_launch.slurm.commands import FIELD_SEP, SlurmUnavailable, call
+from mbridge_launch.slurm.commands import FIELD_SEP, SlurmCommandError, SlurmUnavailable, call, slurm_reason
 
 MAX_OUTPUT_CHARS = 64 * 1024 * 1024
+# A live controller answers squeue/sacct/scontrol for one user's jobs in well under a second; a
+# stopped one made each read wait for Slurm's own MessageTimeout and retries (`status` took 140 s).
+READ_TIMEOUT_S = 5.0
+READ_BUDGET_S = 8.0  # one read and its one retry together
+RETRY_PAUSE_S = 0.5
+# Another daemon already silent (the controller stopped; is accounting?): one short try, no retry,
+# so that a command asking both answers within seconds, not budget after budget.
+READ_TIMEOUT_IN_OUTAGE_S = 3.0
+UNREACHABLE_MEMO_S = 30.0  # short: a long-running watcher asks again once it has passed
+CONTROLLER, ACCOUNTING = "controller", "accounting"
+_DAEMON_OF = {"sacct": ACCOUNTING, "sacctmgr": ACCOUNTING}  # the rest ask slurmctld
 _SQUEUE_FORMAT = FIELD_SEP.join(("%i", "%T", "%V", "%r", "%j", "%k"))
 _SACCT_FIELDS = "JobIDRaw,State,Submit,Reason,JobName,Comment"
 
@@ -38,73 +57,200 @@ class JobInfo:
     restarts: Optional[int] = None  # requeues so far (squeue only: sacct has no such field on 22.05)
 
 
-class SacctQuery:
-    """squeue (live jobs, freshest state) + sacct (finished jobs), through the executors' Slurm layer."""
+class SlurmNotAsked(SlurmUnavailable):
+    """A Slurm read got no usable answer: `daemon` (controller or accounting) did not answer within
+    the read's time, answered with an error, or the command exited non-zero. `how`: timeout, error
+    (non-zero exit), json_errors (exit 0 with Slurm's `errors` array), missing (no such command).
+    `reason`: one line for the user, e.g. "squeue: no answer within 5 s"."""
 
-    def __init__(self, user: str | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(self, daemon: str, how: str, reason: str) -> None:
+        self.daemon, self.how, self.reason = daemon, how, reason
+        super().__init__(reason)
+
+
+# (daemon, PATH, SLURM_CONF) -> (monotonic time it was found unreachable, the error). Only the
+# daemon's silence is remembered: a non-zero exit is quick, and may be an old Slurm refusing --json.
+_MEMOISED = ("timeout", "json_errors")
+_unreachable: dict[tuple[str, str, str], tuple[float, SlurmNotAsked]] = {}
+
+
+def _memo_key(daemon: str) -> tuple[str, str, str]:
+    # keyed by the environment too: another PATH or SLURM_CONF (a test's fake commands) is another Slurm
+    return daemon, os.environ.get("PATH", ""), os.environ.get("SLURM_CONF", "")
+
+
+def forget_unreachable() -> None:
+    """Ask every daemon again on the next read (a new outage check)."""
+    _unreachable.clear()
+
+
+def read_slurm(argv: Sequence[str], *, timeout: float = READ_TIMEOUT_S, budget: float = READ_BUDGET_S,
+               json_errors: bool = False, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    """stdout of a read-only Slurm command, or SlurmNotAsked: the command is tried once more after
+    a failure while `budget` seconds allow (each try at most `timeout`). `json_errors`: stdout is a
+    --json answer whose non-empty `errors` array means the daemon could not be asked. An answer
+    longer than `max_chars` is "cannot tell" (SlurmNotAsked), never a guess from part of it."""
+    argv = [str(a) for a in argv]
+    daemon = _DAEMON_OF.get(os.path.basename(argv[0]), CONTROLLER)
+    key = _memo_key(daemon)
+    known = _unreachable.get(key)
+    if known is not None and time.monotonic() - known[0] < UNREACHABLE_MEMO_S:
+        raise known[1]
+    tries = 2  # one retry: a controller busy for a moment answers the second time
+    if any(time.monotonic() - when < UNREACHABLE_MEMO_S for when, _ in _unreachable.values()):
+        tries, timeout = 1, min(timeout, READ_TIMEOUT_IN_OUTAGE_S)
+    started = time.monotonic()
+    deadline = started + budget
+    failure: Optional[SlurmNotAsked] = None
+    for attempt in range(tries):
+        left = deadline - time.monotonic()
+        if attempt and left < 1.0 + RETRY_PAUSE_S:
+            break  # no time left worth a second try
+        if attempt:
+            time.sleep(RETRY_PAUSE_S)
+            left -= RETRY_PAUSE_S
+        try:
+            proc = call(argv, timeout=max(0.5, min(timeout, left)))
+        except SlurmCommandError as exc:
+            if exc.kind != "timeout":  # not installed, cannot start: asking again changes nothing
+                reason = t("ledger.slurm_reason.missing", command=argv[0]) if exc.kind == "missing" else str(exc)
+                raise SlurmNotAsked(daemon, "missing", reason) from None
+            failure = _timed_out(daemon, argv[0], time.monotonic() - started)
+            continue
+        problem = _answer_problem(proc.returncode, proc.stdout, proc.stderr, json_errors=json_errors)
+        if problem is None:
+            if len(proc.stdout) > max_chars:
+                raise SlurmNotAsked(daemon, "error", f"{argv[0]}: answer longer than {max_chars} characters")
+            _unreachable.pop(key, None)
+            return proc.stdout
+        failure = SlurmNotAsked(daemon, problem[0], f"{argv[0]}: {problem[1]}")
+    failure = failure or _timed_out(daemon, argv[0], budget)
+    if failure.how in _MEMOISED:
+        _unreachable[key] = (time.monotonic(), failure)
+    raise failure
+
+
+def _timed_out(daemon: str, command: str, seconds: float) -> SlurmNotAsked:
+    return SlurmNotAsked(daemon, "timeout", t("ledger.slurm_reason.timeout", command=command, seconds=f"{seconds:.0f}"))
+
+
+def _answer_problem(returncode: int, stdout: str, stderr: str, *, json_errors: bool) -> Optional[tuple[str, str]]:
+    """(how, one-line reason) when an answer says Slurm could not be asked; None when it is one."""
+    if returncode != 0:
+        return "error", slurm_reason(stderr or stdout)
+    if json_errors:
+        try:
+            data = json.loads(stdout)
+        except ValueError:
+            return None  # not JSON: an old Slurm without --json; the caller reads the delimited form
+        errors = data.get("errors") if isinstance(data, dict) else None
+        if isinstance(errors, list) and errors:
+            first = errors[0] if isinstance(errors[0], dict) else {}
+            words = [str(first.get(k) or "") for k in ("source", "description", "error")]
+            return "json_errors", " ".join(w for w in words if w)[:200] or "errors in the answer"
+    return None
+
+
+class SacctQuery:
+    """squeue (live jobs, freshest state) + sacct (finished jobs), through the one Slurm layer.
+    Every read is bounded (read_slurm); an unreachable daemon raises SlurmNotAsked."""
+
+    def __init__(self, user: str | None = None, timeout_s: float = READ_TIMEOUT_S) -> None:
         self.user = user or _user()
         self.timeout_s = timeout_s
         self._comments_kept: Optional[bool] = None
 
+    def _read(self, argv: list[str], *, json_errors: bool = False) -> str:
+        return read_slurm(argv, timeout=self.timeout_s, json_errors=json_errors)
+
     def _run(self, argv: list[str]) -> Optional[str]:
         """stdout, or None when the command is missing, hangs, fails or says too much."""
         try:
-            proc = call(argv, timeout=self.timeout_s)
+            return self._read(argv)
         except SlurmUnavailable:
             return None
-        if not proc.ok or len(proc.stdout) > MAX_OUTPUT_CHARS:
-            return None
-        return proc.stdout
 
-    def _squeue(self) -> Optional[list[JobInfo]]:
-        # -u: newer Slurm filters --json output itself; 22.05 ignores it (filtered below)
-        out = self._run(["squeue", "--json", "-u", self.user])
-        jobs = _json_jobs(out, _squeue_job, user_key="user_name", user=self.user) if out is not None else None
-        if jobs is not None:
-            return jobs
-        out = self._run(["squeue", "-h", "-u", self.user, "-o", _SQUEUE_FORMAT])
-        return None if out is None else _delimited_jobs(out)
+    def _json_or_delimited(self, json_argv: list[str], delimited_argv: list[str], convert: Any,
+                           user_key: str) -> list[JobInfo]:
+        """The jobs of a --json read; the delimited form where --json is not understood (no JSON,
+        or a quick non-zero exit: an old Slurm, no serializer plugin). A timeout or Slurm's
+        `errors` is the daemon's silence: asked once, not twice."""
+        try:
+            out = self._read(json_argv, json_errors=True)
+        except SlurmNotAsked as exc:
+            if exc.how != "error":
+                raise
+        else:
+            jobs = _json_jobs(out, convert, user_key=user_key, user=self.user)
+            if jobs is not None:
+                return jobs
+        return _delimited_jobs(self._read(delimited_argv))
 
-    def _sacct(self, extra: list[str]) -> Optional[list[JobInfo]]:
-        out = self._run(["sacct", "--json", "-X", "-u", self.user, *extra])
-        jobs = _json_jobs(out, _sacct_job, user_key="user", user=self.user) if out is not None else None
-        if jobs is not None:
-            return jobs
-        out = self._run(["sacct", "-X", "-P", "-n", f"--delimiter={FIELD_SEP}", "-u", self.user,
-                         f"--format={_SACCT_FIELDS}", *extra])
-        return None if out is None else _delimited_jobs(out)
+    def _squeue(self) -> list[JobInfo]:
+        # -u: newer Slurm filters --json output itself; 22.05 ignores it (filtered here)
+        return self._json_or_delimited(["squeue", "--json", "-u", self.user],
+                                       ["squeue", "-h", "-u", self.user, "-o", _SQUEUE_FORMAT],
+                                       _squeue_job, "user_name")
+
+    def _sacct(self, extra: list[str]) -> list[JobInfo]:
+        return self._json_or_delimited(["sacct", "--json", "-X", "-u", self.user, *extra],
+                                       ["sacct", "-X", "-P", "-n", f"--delimiter={FIELD_SEP}", "-u", self.user,
+                                        f"--format={_SACCT_FIELDS}", *extra],
+                                       _sacct_job, "user")
 
     def job_states(self, job_ids: list[str]) -> dict[str, JobInfo]:
+        """The state of each job Slurm knows. SlurmNotAsked when the controller cannot be asked,
+        or when accounting cannot be asked about a job that has left the queue: a job missing
+        from the answer is then unknown, not gone."""
         if not job_ids:
             return {}
         wanted = set(job_ids)
-        history, live = self._sacct(["-j", ",".join(job_ids)]), self._squeue()
-        if history is None and live is None:
-            raise SlurmUnavailable("squeue and sacct both failed")
-        found = {j.job_id: j for j in history or [] if j.job_id in wanted}
+        live = {j.job_id: j for j in self._squeue() if j.job_id in wanted}  # the controller first: it decides
+        if wanted <= set(live):
+            return live
+        history = self._sacct(["-j", ",".join(sorted(wanted - set(live)))])
+        found = {j.job_id: j for j in history if j.job_id in wanted}
         # squeue wins for live jobs: sacct lags a few seconds behind the controller.
-        found.update({j.job_id: j for j in live or [] if j.job_id in wanted})
+        found.update(live)
         return found
 
     def find_jobs(self, *, name: str | None, token: str | None, since: float) -> list[JobInfo]:
         """Jobs submitted since `since` whose comment is `token` (or, with no token, named `name`).
         A finished job's comment is in accounting only where the site keeps comments
         (AccountingStoreFlags=job_comment, not Slurm's default): there the token is also looked
-        for in the job's submit line, where the sbatch adapter puts it (`--comment=TOKEN`)."""
+        for in the job's submit line, where the sbatch adapter puts it (`--comment=TOKEN`).
+        The controller must answer (a job it just queued may not be in accounting yet: a silent
+        controller is never "no such job"); without accounting a finished job is invisible, so
+        "not found" is SlurmNotAsked there too."""
         start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
-        history, live = self._sacct(["-S", start]), self._squeue()
+        live = self._squeue()
+        try:
+            history: Optional[list[JobInfo]] = self._sacct(["-S", start])
+        except SlurmNotAsked:
+            history = None
+            accounting_silent = True
+        else:
+            accounting_silent = False
         jobs = {j.job_id: j for j in history or []}
-        jobs.update({j.job_id: j for j in live or []})
+        jobs.update({j.job_id: j for j in live})
         matches = [j for j in jobs.values()
                    if (token and j.comment.strip() == token) or (not token and name and j.name == name)]
-        if token and not matches and not self.comments_kept():
+        if token and not matches and not accounting_silent and not self.comments_kept():
             ids = self._submit_lines_with(token, start)
             matches = [replace(jobs[i], comment=token) for i in ids if i in jobs]
-        if not matches and history is None:
+        if not matches and accounting_silent:
             # Without accounting a finished job is invisible: "not found" would be a guess.
             raise SlurmUnavailable("sacct failed; cannot tell whether the job ever existed")
         return matches
 
+    def jobs_since(self, since: float) -> list[JobInfo]:
+        """Every job of this user Slurm knows since `since` (squeue's live ones win over sacct's
+        rows), for `runs recover`, which looks for the tokens of runs a damaged ledger lost. A
+        finished job shows its comment only where accounting keeps comments."""
+        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
+        jobs = {j.job_id: j for j in self._sacct(["-S", start]) or []}
+        jobs.update({j.job_id: j for j in self._squeue()})
+        return list(jobs.values())
 
     def comments_kept(self) -> bool:
         """Whether accounting keeps job comments (scontrol show config: AccountingStoreFlags has
