@@ -138,8 +138,12 @@ def refresh(ledger: L.Ledger, runs: list[L.RunRecord], query=None, *, warn: bool
 
     try:
         return refresh_runs(ledger, query or slurm_query(), runs, raise_unavailable=warn)
-    except SlurmUnavailable:
-        print(t("warning.prefix", message=t("ledger.status.slurm_unreachable")), file=sys.stderr)
+    except SlurmUnavailable as exc:
+        from mbridge_launch.runs.slurm_outage import not_asked_line
+
+        # one line: why Slurm gave no answer, and how old the states shown are
+        asked = [r for r in runs if r.active and r.job_ids]
+        print(t("warning.prefix", message=not_asked_line(exc, asked)), file=sys.stderr)
         return runs
 
 

@@ -371,7 +371,7 @@ def test_without_slurm_nothing_is_concluded(monkeypatch, tmp_path, mbl):
         submitted = ledger.mark_submitted(run.id, ["5"])
         assert refresh_runs(ledger, SacctQuery(), [submitted])[0].state == L.SUBMITTED
     out = mbl.run("status", str(run.id), "--ledger", str(tmp_path / "l.db"), env={"PATH": str(tmp_path)})
-    assert out.returncode == 0 and "could not be queried" in out.stderr
+    assert out.returncode == 0 and "Slurm could not be asked" in out.stderr
 
 
 # ---------------------------------------------------------------------- commands
