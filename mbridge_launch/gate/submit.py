@@ -36,6 +36,7 @@ import os
 import signal
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -44,6 +45,7 @@ from mbridge_launch.base.i18n import t
 from mbridge_launch.base.signals import deferred_signals
 from mbridge_launch.gate.card import gpu_hours, render_card
 from mbridge_launch.plan.model import Plan
+from mbridge_launch.runs.exclusive import directory_lock, holds, refuse_held, refuse_plan_holder
 from mbridge_launch.runs.ledger import AUTO_ROLLBACK_METHOD
 
 DEFAULT_THRESHOLD_GPU_HOURS = 100.0
@@ -198,13 +200,13 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
     ledger = options.ledger if options.ledger is not None else _open_ledger(options.ledger_path)
     try:
         plan_hash = plan.plan_hash()
+        # the early checks (a quick answer before preflight); the authoritative ones follow the
+        # confirmation, under the locks (runs/exclusive.py)
         active = ledger.active_runs_with_plan_hash(plan_hash)
         if active and not options.resubmit:
-            active = [r for r in refresh(ledger, active) if r.active]
+            active = [r for r in refresh(ledger, active) if holds(r)]
         if active and not options.resubmit:
-            run = active[0]
-            raise CheckFailed("gate.duplicate", hash=plan_hash, run=run.name, id=run.id, state=run.state,
-                              jobs=", ".join(run.job_ids) or "-")
+            refuse_plan_holder(active[0], plan_hash)
         ownership = _save_dir_ownership(ledger, plan, script_dir, options)  # one run per checkpoint directory
         policy = _load_policy()
 
@@ -231,31 +233,43 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
         method = confirm_submission(plan, options, policy)
         changes = _convergence_changes(ledger, options.parent_run_id, plan)
 
+        save_dir = L.plan_save_dir(plan, script_dir)
         fields = dict(name=plan.name, plan_hash=plan_hash, plan_yaml=plan.to_yaml(), executor=options.executor,
                       plan_path=os.path.abspath(plan_path) if plan_path else None,
                       cluster=plan.cluster.model_dump(mode="json"), script_path=str(script),
-                      script_text=rendered.text, work_dir=str(script_dir), save_dir=L.plan_save_dir(plan, script_dir),
+                      script_text=rendered.text, work_dir=str(script_dir), save_dir=save_dir,
                       parent_run_id=options.parent_run_id)
-        with ledger.submission(**fields) as sub:
-            ledger.record_confirmation(sub.record.id, options.action, method,
-                                       {"gpu_hours": gpu_hours(plan), **options.confirmation_detail})
-            if report.errors:
-                ledger.record_override(sub.record.id, "preflight", options.reason or "",
-                                       {"errors": report.codes("error")})
-                print(t("warning.prefix", message=t("gate.forced", reason=options.reason)), file=out)
-            for check in report.find("plan.check_accepted"):  # estimates the plan accepts, with why
-                ledger.record_override(sub.record.id, "accepted", str(check.params["reason"]),
-                                       {"code": check.params["code"]})
-            for change in changes:
-                ledger.record_override(sub.record.id, "convergence", change["reason"], change)
-            claims = _claim_writer(ledger, ownership, plan_hash, out)
-            claims.before(sub.record, options.reason)  # the claim file, with the token, before the scheduler
-            _crash_point("ledger")
-            # the window from the scheduler call to the recorded job id: interrupts wait for its
-            # end (base/signals.py), and whatever still cuts it leaves the run for reconciliation
-            with deferred_signals():
-                record = sub.call_scheduler(lambda: _scheduler_call(plan, options.executor, script_dir, sub.token))
-            claims.after(record)  # and with the job ids once known
+        # Serialised (runs/exclusive.py): under the directory's lock the claims of other ledgers and
+        # users are checked again, then the ledger's runs and the insert of this one happen in one
+        # write transaction; the lock is let go once this run's claim is on disk.
+        guard = partial(refuse_held, ledger, None if options.resubmit else plan_hash, save_dir)
+        with directory_lock(save_dir, out) as lock:
+            ownership = _save_dir_ownership(ledger, plan, script_dir, options)  # claims, again, under the lock
+            with ledger.submission(guard=guard, **fields) as sub:
+                ledger.record_confirmation(sub.record.id, options.action, method,
+                                           {"gpu_hours": gpu_hours(plan), **options.confirmation_detail})
+                if report.errors:
+                    ledger.record_override(sub.record.id, "preflight", options.reason or "",
+                                           {"errors": report.codes("error")})
+                    print(t("warning.prefix", message=t("gate.forced", reason=options.reason)), file=out)
+                for check in report.find("plan.check_accepted"):  # estimates the plan accepts, with why
+                    ledger.record_override(sub.record.id, "accepted", str(check.params["reason"]),
+                                           {"code": check.params["code"]})
+                for change in changes:
+                    ledger.record_override(sub.record.id, "convergence", change["reason"], change)
+                claims = _claim_writer(ledger, ownership, plan_hash, out)
+                claims.before(sub.record, options.reason)  # the claim file, with the token, before the scheduler
+                lock.release()  # the directory is this run's now: other submissions see its row and claim
+                _crash_point("ledger")
+                # the window from the scheduler call to the recorded job id: interrupts wait for its
+                # end (base/signals.py), and whatever still cuts it leaves the run for reconciliation
+                try:
+                    with deferred_signals():
+                        record = sub.call_scheduler(lambda: _scheduler_call(plan, options.executor, script_dir, sub.token))
+                except BaseException:
+                    _say_if_may_have_job(sub.record, out)
+                    raise
+                claims.after(record)  # and with the job ids once known
         watcher_job = None
         if plan.auto_rollback.enabled and options.watcher and record.job_ids:
             from mbridge_launch.gate.watcher_job import submit_watcher_job
@@ -297,6 +311,16 @@ def _save_dir_ownership(ledger: Any, plan: Plan, script_dir: Path, options: Gate
     ownership = save_dir_ownership(ledger, save_dir)
     refuse_if_owned(ownership, force=options.force)
     return ownership
+
+
+def _say_if_may_have_job(record: Any, out: Any) -> None:
+    """After a scheduler call that ended without an answer (a timeout, a lost connection, an
+    interrupt): the run may have a job, and it holds its plan and directory until the next command
+    that reaches Slurm finds the job by its token or settles that there is none."""
+    from mbridge_launch.runs.exclusive import unresolved
+
+    if unresolved(record):
+        print(t("warning.prefix", message=t("gate.may_have_job", run=record.name, id=record.id)), file=out)
 
 
 def _fixed_ownership(ownership: Any) -> Any:

@@ -217,13 +217,20 @@ class Ledger:
                          job_name: str | None = None, script_path: str | None = None,
                          script_text: str | None = None, work_dir: str | None = None,
                          save_dir: str | None = None, parent_run_id: int | None = None,
-                         job_token: str | None = None) -> RunRecord:
+                         job_token: str | None = None, guard: Callable[[], None] | None = None) -> RunRecord:
         """Write the `submitting` row. Call BEFORE the scheduler. Reconcile finds a lost submission
         by its token in the job's comment (every shipped executor sets it), else, for an executor
-        that does not take the token, by job name and submit time."""
+        that does not take the token, by job name and submit time.
+
+        `guard` runs inside the same write transaction, right before the insert, and refuses by
+        raising (runs/exclusive.py: the plan hash or the save directory is held): the write lock
+        of BEGIN IMMEDIATE spans processes, so of concurrent submissions through one ledger the
+        check and the insert of one cannot interleave with another's."""
         token = job_token or f"mbl-{secrets.token_hex(8)}"
         now = _now()
         with self.transaction() as conn:
+            if guard is not None:
+                guard()
             cur = conn.execute(
                 "INSERT INTO runs(name, plan_hash, plan_path, plan_yaml, executor, cluster, job_name,"
                 " job_token, script_path, script_text, work_dir, save_dir, state, submitter,"
@@ -299,6 +306,18 @@ class Ledger:
             (SUBMITTING, SUBMIT_FAILED))
         return [run_from_row(r) for r in rows]
 
+    def holding_runs(self, plan_hash: str | None = None) -> list[RunRecord]:
+        """The runs that hold their plan hash and save directory (newest first, optionally of one
+        plan hash): the active ones (`submitting` included) and those whose scheduler call ended
+        without an answer (`submit_failed` that may have a job, until reconcile settles it)."""
+        sql = (f"SELECT * FROM runs WHERE (state IN ({','.join('?' * len(ACTIVE_STATES))})"
+               " OR (state=? AND may_have_job=1))")
+        params: list[Any] = [*sorted(ACTIVE_STATES), SUBMIT_FAILED]
+        if plan_hash is not None:
+            sql += " AND plan_hash=?"
+            params.append(plan_hash)
+        return [run_from_row(r) for r in self.conn.execute(sql + " ORDER BY id DESC", params)]
+
     def job_holders(self, job_id: str) -> list[RunRecord]:
         """The runs that record `job_id` as one of their jobs."""
         rows = self.conn.execute("SELECT * FROM runs WHERE job_ids LIKE ? ORDER BY id", (f'%"{job_id}"%',))
@@ -309,7 +328,7 @@ class Ledger:
         """`with ledger.submission(name=..., ...) as sub: sub.call_scheduler(lambda: executor.submit(...))`.
         An exception before the scheduler call marks the run submit_failed (and re-raises); one
         during it is classified by call_scheduler; a crash leaves it `submitting` for
-        reconciliation."""
+        reconciliation. A refusal of `guard` (begin_submission) writes no row at all."""
         record = self.begin_submission(**fields)
         sub = _Submission(self, record)
         try:
@@ -420,12 +439,9 @@ class Ledger:
         return [run_from_row(r) for r in rows]
 
     def active_runs_with_plan_hash(self, plan_hash: str) -> list[RunRecord]:
-        """For the gate's duplicate check: the same plan already submitted and not finished."""
-        rows = self.conn.execute(
-            f"SELECT * FROM runs WHERE plan_hash=? AND state IN ({','.join('?' * len(ACTIVE_STATES))}) ORDER BY id DESC",
-            (plan_hash, *sorted(ACTIVE_STATES)),
-        )
-        return [run_from_row(r) for r in rows]
+        """For the duplicate checks: the same plan already submitted and not finished, a run that
+        may have a job after a scheduler call without an answer included (holding_runs)."""
+        return self.holding_runs(plan_hash)
 
     def run_chain(self, run_id: int) -> list[RunRecord]:
         """The run and its ancestors (resubmissions after rollbacks), oldest first."""

@@ -16,8 +16,10 @@ module says who owns a save directory now:
   A claim of this very ledger is decided by the ledger. When Slurm cannot be asked the claim is
   "unverified": the gate refuses unless --force with --reason (recorded as an override).
 
-The gate calls `save_dir_ownership` + `refuse_if_owned` before preflight, and `ClaimWriter`
-around the scheduler call; `preflight` gets `preflight_callback` (preflight may not import runs).
+The gate calls `save_dir_ownership` + `refuse_if_owned` before preflight and again after the
+confirmation under the directory's lock (runs/exclusive.py), and `ClaimWriter` (still under that
+lock, then after the scheduler call); `preflight` gets `preflight_callback` (preflight may not
+import runs).
 """
 
 from __future__ import annotations
@@ -109,8 +111,11 @@ def _ledger_owners(ledger: L.Ledger, own: Ownership, ask_slurm: bool, query: Any
 
 
 def _may_write(run: Any) -> bool:
-    """Active, or a failed submission whose job may exist after all (reconcile still looks)."""
-    return run.active or bool(getattr(run, "may_have_job", 0))
+    """Active, or a failed submission whose job may exist after all (reconcile still looks):
+    runs/exclusive.holds, the same rule as the ledger's holding_runs."""
+    from mbridge_launch.runs.exclusive import holds
+
+    return holds(run)
 
 
 def _claim_finding(ledger: Optional[L.Ledger], own: Ownership, directory: Path, rel: str, ask_slurm: bool) -> None:
@@ -172,9 +177,13 @@ def claim_job_state(claim: Claim, query: Any = None) -> tuple[bool, str]:
 
 # ---------------------------------------------------------------------- the gate
 def refuse_if_owned(own: Ownership, *, force: bool) -> None:
-    """CheckFailed naming the owner; an unverified claim only without --force (and its reason)."""
+    """CheckFailed naming the owner; an unverified claim only without --force (and its reason).
+    A run of this ledger whose scheduler call got no answer (it may have a job) is said as such:
+    the way out is to let reconciliation find the job, not to cancel it."""
     if own.owners:
         owner = own.owners[0]
+        if owner.source == "ledger" and owner.state == L.SUBMIT_FAILED:  # only _may_write keeps such a run
+            raise CheckFailed("gate.unresolved_save_dir", path=own.save_dir, run=owner.name, id=owner.run_id)
         raise CheckFailed(owner_key(owner), **owner_params(own, owner))
     if own.unverified and not force:
         raise CheckFailed("ownership.unverified", path=own.save_dir, reason=unverified_text(own))
