@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from mbridge_launch.base.atomic import atomic_write_text
+from mbridge_launch.base.atomic import EXECUTABLE_MODE, atomic_write_text
 from mbridge_launch.executors import common
 from mbridge_launch.executors.base import Rendered, Submitted
 from mbridge_launch.executors.batch_script import script_context
@@ -45,7 +45,7 @@ class SbatchExecutor:
     def submit(self, plan: Plan, script_dir: Path, job_token: Optional[str] = None) -> Submitted:
         script_dir = Path(script_dir).resolve()
         rendered = self.render(plan)
-        script = atomic_write_text(script_dir / common.script_file_name(plan), rendered.text, mode=0o755)
+        script = atomic_write_text(script_dir / common.script_file_name(plan), rendered.text, mode=EXECUTABLE_MODE)
         # Slurm does not create the directory of --output; a missing one fails the job at launch
         log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, script_dir))
         log_base.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,7 @@ def open_lock(path: Path) -> int:
         raise UnsafeLockFile(path, kind)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, 0o666)  # less the umask, like every file the tool creates
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafeLockFile(path, "symlink") from None

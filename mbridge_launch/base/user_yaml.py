@@ -1,6 +1,10 @@
-"""Loading YAML that users (or anyone who can write a repository) wrote: Plans, ledger copies.
+"""Loading YAML that users (or anyone who can write a repository) wrote: Plans, policies, ledger copies.
 
-libyaml's parser (yaml.CSafeLoader) when PyYAML was built with it: the pure-Python one takes
+This is the one reader of user YAML (package data files keep their own loaders). Anchors and
+aliases (`&a`, `*a`, and the `<<: *a` merges built on them) are refused on the event stream,
+before any node is built: a 370-byte "billion laughs" document expands to gigabytes once its
+aliases are followed, and no file the tool reads needs them (a Plan, a policy and the ledger's
+copy are written out in full). libyaml's parser (yaml.CSafeLoader) when PyYAML was built with it: the pure-Python one takes
 about a minute on an 8 MB file. A duplicate mapping key is refused (PyYAML keeps the last one
 silently, so an edit could be undone by a line further down), and so is nesting deeper than
 MAX_DEPTH, checked on the flat event stream before any node is built (building a 20,000-deep
@@ -58,9 +62,13 @@ class UserLoader(_BASE):  # type: ignore[misc,valid-type]
 UserLoader.add_constructor("tag:yaml.org,2002:int", UserLoader.construct_bounded_int)
 
 
-def _check_depth(text: str, where: str) -> None:
+def check_events(text: str, where: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH and any anchor or alias, from the parser's events
+    alone (a flat stream: memory and time grow with the text, never with what aliases expand to)."""
     depth = 0
     for event in yaml.parse(text, Loader=_BASE):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise UserError("yaml.alias", path=where, line=event.start_mark.line + 1)
         if isinstance(event, _OPEN):
             depth += 1
             if depth > MAX_DEPTH:
@@ -72,7 +80,7 @@ def _check_depth(text: str, where: str) -> None:
 def load_user_yaml(text: str, where: str) -> Any:
     """The document in `text`; one-line UserError naming `where` (and the line) otherwise."""
     try:
-        _check_depth(text, where)
+        check_events(text, where)
         return yaml.load(text, Loader=UserLoader)  # noqa: S506 - a SafeLoader subclass
     except DuplicateKey as exc:
         raise UserError("yaml.duplicate_key", path=where, name=str(exc.key), line=exc.line) from None

@@ -119,7 +119,7 @@ def sync(path: str | Path, out_dir: str | Path) -> SyncResult:
     version, origin, records = build_catalog(path)
     text = render_catalog(version, origin, records)
     target = Path(out_dir) / catalog_file_name(version)
-    atomic_write_text(target, text, mode=0o644)
+    atomic_write_text(target, text)  # mode: the umask's
     return SyncResult(
         path=target, version=version,
         library=sum(1 for r in records if r["kind"] == "library"),

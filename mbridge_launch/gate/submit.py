@@ -174,12 +174,14 @@ def confirm_cancel(run: Any, *, yes: bool, ask: Callable[[str], str] = input,
 def _write_review_copy(plan: Plan, rendered: Any, script_dir: Path) -> Path:
     """The exact script, on disk before confirmation so that the card can point at it. For sbatch
     it is the very file that is submitted; other executors get a preview copy beside it."""
-    from mbridge_launch.base.atomic import atomic_write_text
+    from mbridge_launch.base.atomic import EXECUTABLE_MODE, atomic_write_text
 
     name, text = next(iter(rendered.files.items())) if rendered.files else (f"{plan.name}.{rendered.executor}.txt", rendered.text)
     if rendered.executor != "sbatch":
         name = f"{plan.name}-{plan.plan_hash()}.{rendered.executor}.preview.sh"
-    return atomic_write_text(script_dir / Path(name).name, text, mode=0o644)
+    # modes follow the umask; the sbatch script is the file submitted, executable as the executor writes it
+    mode = EXECUTABLE_MODE if rendered.executor == "sbatch" else None
+    return atomic_write_text(script_dir / Path(name).name, text, mode=mode)
 
 
 def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] = None,

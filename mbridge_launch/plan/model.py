@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -663,19 +664,83 @@ class Plan(_Strict):
     def to_yaml(self) -> str:
         import yaml
 
-        header = f"# mbridge-launch plan {self.plan_hash()} (edit freely; validated on load)\n"
-        return header + yaml.safe_dump(self.canonical_dict(), sort_keys=False, allow_unicode=True)
+        header = f"{PLAN_HEADER} {self.plan_hash()} (edit freely; validated on load)\n"
+        # never `&id001`/`*id001` for a value that occurs twice: the reader refuses aliases
+        return header + yaml.dump(self.canonical_dict(), Dumper=_no_alias_dumper(), sort_keys=False, allow_unicode=True)
+
+
+def _no_alias_dumper() -> type:
+    import yaml
+
+    class NoAliasDumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return NoAliasDumper
+
+
+PLAN_HEADER = "# mbridge-launch plan"
+PLAN_MAX_BYTES = 4 * 1024 * 1024  # a Plan is a few KB; anything near this is not one
 
 
 def save_plan(plan: Plan, path: str | Path) -> Path:
-    from mbridge_launch.base.atomic import atomic_write_text
+    """Write `plan` to `path` (a new Plan, as recommend/plan -o write it); a different file
+    already there is kept beside it as PATH.~N~ (base.atomic.keep_backup), never lost."""
+    from mbridge_launch.base.atomic import replace_keeping_backup
     from mbridge_launch.base.errors import writable
 
     with writable(path):
-        return atomic_write_text(Path(path), plan.to_yaml())
+        replace_keeping_backup(Path(path), plan.to_yaml().encode("utf-8"), "plan", PLAN_MAX_BYTES)
+    return Path(path)
 
 
-PLAN_MAX_BYTES = 4 * 1024 * 1024  # a Plan is a few KB; anything near this is not one
+@dataclass(frozen=True)
+class Rewritten:
+    """A Plan file rewritten in place: its path, the backup of its previous bytes (None when
+    nothing changed) and whether the user's comments and key order were kept (False only when
+    the file could not be edited in place and was written whole; its old text is the backup)."""
+
+    path: Path
+    backup: Optional[Path]
+    kept_layout: bool
+
+
+def rewrite_plan(path: str | Path, before: Plan, after: Plan) -> Rewritten:
+    """Rewrite the user's Plan file at `path`, which held `before`, so that it holds `after`:
+    a round-trip edit of the values that changed (base.yaml_edit: comments, key order and every
+    untouched line kept), the previous file kept as PATH.~N~, the new one written atomically.
+    The edited text must read back as `after` (the same plan_hash) before it is written; when it
+    cannot be (the file changed meanwhile, or is not a mapping), the Plan is written whole."""
+    from mbridge_launch.base.atomic import replace_keeping_backup
+    from mbridge_launch.base.errors import writable
+
+    target = Path(path)
+    text = _edited_plan_text(target, before, after)
+    kept = text is not None
+    with writable(target):
+        backup = replace_keeping_backup(target, (text if kept else after.to_yaml()).encode("utf-8"),
+                                        "plan", PLAN_MAX_BYTES)
+    return Rewritten(path=target, backup=backup, kept_layout=kept)
+
+
+def _edited_plan_text(path: Path, before: Plan, after: Plan) -> Optional[str]:
+    """The file's text with before -> after applied round-trip, checked to read back as `after`;
+    None when that cannot be done (the caller writes the Plan whole)."""
+    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.base.user_yaml import load_user_yaml
+    from mbridge_launch.base.yaml_edit import NotEditable, edit_yaml_text
+
+    try:
+        original = read_plan_text(path)
+        edited = edit_yaml_text(original, str(path), before.canonical_dict(), after.canonical_dict())
+        got = plan_from_dict(load_user_yaml(edited, str(path)), str(path))
+    except (UserError, NotEditable, FileNotFoundError):
+        return None
+    if got.plan_hash() != after.plan_hash():
+        return None  # the file no longer held `before` (edited meanwhile): written whole, old kept
+    # the header line the tool wrote names the Plan's hash: it names the new one
+    header = re.compile(re.escape(PLAN_HEADER) + r" [0-9a-f]{16} ")
+    return header.sub(f"{PLAN_HEADER} {after.plan_hash()} ", edited, count=1) if edited.startswith(PLAN_HEADER) else edited
 
 
 def load_plan(path: str | Path) -> Plan:

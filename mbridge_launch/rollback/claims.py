@@ -149,11 +149,13 @@ def read_claim(save_dir: str | Path) -> Optional[Claim]:
 
 
 def write_claim(save_dir: str | Path, claim: Claim) -> Path:
-    """Write (or replace) the claim atomically, mode 0644. A symlink in its place is replaced by
+    """Write (or replace) the claim atomically; a new one's mode follows the umask (0664 in a
+    group-shared save directory under umask 002, where a forced 0644 kept the group from replacing
+    a finished run's claim), a replaced one keeps its mode. A symlink in its place is replaced by
     the file itself (os.replace renames over the link; its target is never written); a directory,
     FIFO or device there is refused as an OSError, which the caller reports as a failed write."""
     try:
-        return atomic_write_text(claim_path(save_dir), claim.to_json(), mode=0o644, exact_mode=True, replace_links=True)
+        return atomic_write_text(claim_path(save_dir), claim.to_json(), replace_links=True)
     except OutputNotRegular as exc:
         raise OSError(errno.EEXIST, exc.render()) from None
 

@@ -4,7 +4,9 @@ Plan's), the estimates of that layout, and a `tune` record of every trial. When 
 layout won, only the record is added.
 
 The new Plan must pass preflight without the cluster before it replaces the file (atomically):
-a rewrite that the card or `preflight` would refuse is not written.
+a rewrite that the card or `preflight` would refuse is not written. The rewrite is a round-trip
+edit of the user's file (plan.model.rewrite_plan): only the changed values are written, every
+comment and the key order stay, and the previous file is kept beside it as PLAN.~N~.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, Optional
 
 from mbridge_launch.base.errors import CheckFailed
 from mbridge_launch.base.i18n import msg
-from mbridge_launch.plan.model import Estimates, Plan, TuneRecord, TuneTrial, save_plan
+from mbridge_launch.plan.model import Estimates, Plan, Rewritten, TuneRecord, TuneTrial, rewrite_plan
 from mbridge_launch.tune.layout_change import apply_layout
 from mbridge_launch.tune.session import Outcome
 from mbridge_launch.tune.trials import plan_request
@@ -66,7 +68,7 @@ def _estimates(old: Estimates, cand: Any) -> Estimates:
     })
 
 
-def write_tuned(before: Plan, plan: Plan, path: str | Path) -> Path:
+def write_tuned(before: Plan, plan: Plan, path: str | Path) -> Rewritten:
     """Preflight without the cluster, then the atomic rewrite; CheckFailed (nothing written)
     when preflight finds an error in the new Plan that the Plan as it was did not have."""
     from mbridge_launch.preflight.runner import run_preflight
@@ -76,4 +78,4 @@ def write_tuned(before: Plan, plan: Plan, path: str | Path) -> Path:
         new -= set(run_preflight(before, cluster=False).codes("error"))
     if new:
         raise CheckFailed("tune.rewrite_refused", path=str(path), codes=", ".join(sorted(new)))
-    return save_plan(plan, path)
+    return rewrite_plan(path, before, plan)

@@ -114,15 +114,20 @@ def run(args: argparse.Namespace) -> int:
 
     record = tune_record(outcomes, winner, args.steps)
     new = tuned_plan(plan, winner, record)
-    written = write_tuned(plan, new, args.plan)
+    rewritten = write_tuned(plan, new, args.plan)
+    written = rewritten.path
     key = "tune.kept" if winner.trial.layout.own else "tune.written"
     p = new.parallelism
     if as_json:
         print_json({"plan": str(written), "plan_hash": new.plan_hash(), "changed": not winner.trial.layout.own,
+                    "backup": str(rewritten.backup) if rewritten.backup is not None else None,
                     "winner": winner.trial.plan.name, "layout": winner.trial.layout.label, "gbs": p.gbs,
                     "gpu_hours": hours, "trials": [_trial_json(o.trial, o) for o in outcomes]})
     else:
         print(t(key, path=str(written), layout=winner.trial.layout.label, gbs=p.gbs, hash=new.plan_hash()))
+    if rewritten.backup is not None:  # where the user's previous file is (plan.model.rewrite_plan)
+        backup_key = "plan.backup_kept" if rewritten.kept_layout else "plan.backup_kept_rewritten"
+        print(t(backup_key, path=str(written), backup=str(rewritten.backup)), file=out)
     print(t("hint.prefix", message=t("tune.calibrate_hint")), file=out)
     return 0
 
