@@ -738,9 +738,9 @@ def _edited_plan_text(path: Path, before: Plan, after: Plan) -> Optional[str]:
         return None
     if got.plan_hash() != after.plan_hash():
         return None  # the file no longer held `before` (edited meanwhile): written whole, old kept
-    # the header line the tool wrote names the Plan's hash: it names the new one
-    header = re.compile(re.escape(PLAN_HEADER) + r" [0-9a-f]{16} ")
-    return header.sub(f"{PLAN_HEADER} {after.plan_hash()} ", edited, count=1) if edited.startswith(PLAN_HEADER) else edited
+    # the header line the tool wrote names the Plan's hash (wherever the user's comments put it)
+    header = re.compile(r"^" + re.escape(f"{PLAN_HEADER} {before.plan_hash()} "), re.MULTILINE)
+    return header.sub(f"{PLAN_HEADER} {after.plan_hash()} ", edited, count=1)
 
 
 def load_plan(path: str | Path) -> Plan:
