@@ -266,18 +266,22 @@ def _main(argv: list[str] | None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("MBRIDGE_LAUNCH_DEBUG"):
             raise
-        if _ledger_locked(exc):
-            print(i18n.t("error.prefix", message=i18n.t("ledger.locked_while_writing")), file=sys.stderr)
-            return EXIT_CHECK_FAILED
+        ledger_error = _ledger_fault(exc)
+        if ledger_error is not None:
+            print(i18n.t("error.prefix", message=ledger_error.render()), file=sys.stderr)
+            return ledger_error.exit_code
         print(i18n.t("internal_error", error=one_line(f"{type(exc).__name__}: {exc}")), file=sys.stderr)
         return 1
     return int(code or 0)
 
 
-def _ledger_locked(exc: Exception) -> bool:
-    """SQLite's 'database is locked' after the busy timeout, outside Ledger.open (which names
-    the file itself): another command holds the ledger for writing."""
-    return type(exc).__module__ == "sqlite3" and "locked" in str(exc)
+def _ledger_fault(exc: Exception) -> UserError | None:
+    """The one place where a ledger failure a command let through (SQLite's error at any query: a
+    lock held too long, a full disk, a read-only or damaged file; a row another program wrote)
+    becomes one line naming the ledger file and what to do (runs/ledger_faults.py)."""
+    from mbridge_launch.runs.ledger_faults import fault
+
+    return fault(exc)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Where a path lives: its mount (from /proc/self/mountinfo), whether that storage is node-local
+"""Where a path lives: its mount (base/filesystems.py), whether that storage is node-local
 or shared across nodes, whether it can be written, and its free space. Read-only: nothing here
 creates or touches a file.
 """
@@ -6,17 +6,16 @@ creates or touches a file.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-# Storage every node sees. Unknown types (ext4, xfs, overlay, ...) are usually a node's own disk.
-SHARED_FSTYPES = {
-    "nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "ceph", "cephfs", "glusterfs",
-    "fuse.glusterfs", "wekafs", "fuse.weka", "panfs", "pvfs2", "orangefs", "afs", "fuse.juicefs",
-    "fuse.cephfs", "fuse.gcsfuse", "fuse.s3fs", "fuse.mountpoint-s3", "fuse.sshfs", "vast", "fuse.vast",
-}
-NODE_LOCAL_FSTYPES = {"tmpfs", "ramfs", "devtmpfs"}
-PSEUDO_FSTYPES = {"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "securityfs", "tracefs", "configfs", "pstore", "bpf", "devpts", "mqueue", "hugetlbfs", "fusectl", "binfmt_misc"}
+# The file-system table and the mount parser are the ledger's too (base/filesystems.py): one answer
+# to "is this storage shared?" for preflight and for the ledger's journal mode.
+from mbridge_launch.base.filesystems import NODE_LOCAL_FSTYPES, PSEUDO_FSTYPES, is_network
+from mbridge_launch.base.filesystems import Mount as Mount
+from mbridge_launch.base.filesystems import existing_ancestor as existing_ancestor
+from mbridge_launch.base.filesystems import mount_of as mount_of
+from mbridge_launch.base.filesystems import mounts as mounts
+
 # Conventional node-local locations on GPU clusters (DGX /raid, local NVMe scratch).
 NODE_LOCAL_PREFIXES = (
     "/tmp", "/dev/shm", "/var/tmp", "/run", "/raid", "/local", "/scratch/local", "/localscratch",
@@ -24,64 +23,6 @@ NODE_LOCAL_PREFIXES = (
 )
 # A site can declare prefixes shared (colon-separated), e.g. a cluster whose /tmp is NFS.
 SHARED_PREFIXES_ENV = "MBRIDGE_LAUNCH_SHARED_PREFIXES"
-
-
-@dataclass(frozen=True)
-class Mount:
-    mount_point: str
-    fstype: str
-    read_only: bool
-
-
-def _unescape(text: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal (\\040)."""
-    out, i = [], 0
-    while i < len(text):
-        code = text[i + 1:i + 4]
-        if text[i] == "\\" and len(code) == 3 and code.isdigit():
-            out.append(chr(int(text[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def mounts(mountinfo: str = "/proc/self/mountinfo") -> tuple[Mount, ...]:
-    found: list[Mount] = []
-    try:
-        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                left, sep, right = line.partition(" - ")
-                if not sep:
-                    continue
-                fields, rest = left.split(), right.split()
-                if len(fields) < 6 or not rest:
-                    continue
-                options = set(fields[5].split(","))
-                found.append(Mount(_unescape(fields[4]), rest[0], "ro" in options))
-    except OSError:
-        pass
-    return tuple(found)
-
-
-def existing_ancestor(path: Path) -> Path:
-    """The path itself or its nearest ancestor that exists (a file or a directory)."""
-    current = Path(os.path.abspath(path))
-    while not os.path.lexists(current) and current != current.parent:
-        current = current.parent
-    return current
-
-
-def mount_of(path: Path) -> Mount | None:
-    real = os.path.realpath(existing_ancestor(path))
-    best: Mount | None = None
-    for mount in mounts():  # later entries shadow earlier ones on the same mount point
-        point = mount.mount_point.rstrip("/") or "/"
-        if real == point or real.startswith(point + "/") or point == "/":
-            if best is None or len(point) >= len(best.mount_point.rstrip("/") or "/"):
-                best = mount
-    return best
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -100,7 +41,7 @@ def storage_kind(path: Path, env: dict[str, str] | None = None) -> tuple[str, st
             return "shared", f"{SHARED_PREFIXES_ENV} {prefix}"
     mount = mount_of(Path(absolute))
     fstype = mount.fstype if mount else "?"
-    if fstype in SHARED_FSTYPES:
+    if is_network(fstype):  # every node sees it; unknown types (ext4, xfs, overlay) are a node's own disk
         return "shared", fstype
     for prefix in NODE_LOCAL_PREFIXES:
         if _under(absolute, prefix) or _under(real, prefix):

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from mbridge_launch.base.errors import SubmissionError, UserError
+from mbridge_launch.base import filesystems
+from mbridge_launch.base.errors import EXIT_CHECK_FAILED, SubmissionError, UserError
 from mbridge_launch.base.paths import state_dir
 from mbridge_launch.plan.overrides import whole_number
+from mbridge_launch.runs import integrity, ledger_faults
 from mbridge_launch.runs.records import (  # noqa: F401 - re-exported: the ledger API
     ACTIVE_STATES,
     ALL_STATES,
@@ -50,6 +52,8 @@ from mbridge_launch.runs.records import (  # noqa: F401 - re-exported: the ledge
     TIMEOUT,
     RollbackRecord,
     RunRecord,
+    decode_row,
+    rollback_from_row,
     run_from_row,
 )
 from mbridge_launch.runs.schema import migrate
@@ -60,8 +64,6 @@ AUTO_ROLLBACK_METHOD = "auto-rollback"
 BUSY_TIMEOUT_MS = 15_000
 # the wait for another command's write lock; tests set a short one (a whole number of ms)
 BUSY_TIMEOUT_ENV = "MBRIDGE_LAUNCH_LEDGER_BUSY_MS"
-
-_NETWORK_FS = {"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "beegfs", "fuse.sshfs", "ceph", "fuse.glusterfs", "wekafs"}
 
 
 def default_ledger_path() -> Path:
@@ -91,21 +93,9 @@ def _user() -> str:
 
 
 def filesystem_type(path: Path) -> str:
-    """The mount type holding `path` (longest mount-point prefix in /proc/mounts), or ''."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return ""
-    target = str(path.resolve())
-    best, best_type = "", ""
-    for line in mounts:
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        point = parts[1].replace("\\040", " ")
-        if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
-            best, best_type = point, parts[2]
-    return best_type
+    """The mount type holding `path` (base/filesystems.py, the table preflight uses too), or ''."""
+    mount = filesystems.mount_of(path)
+    return mount.fstype if mount else ""
 
 
 def _busy_timeout_ms() -> int:
@@ -114,24 +104,13 @@ def _busy_timeout_ms() -> int:
     return whole_or_none(os.environ.get(BUSY_TIMEOUT_ENV, ""), high=3_600_000) or BUSY_TIMEOUT_MS
 
 
-def _named(exc: UserError, path: Path) -> UserError:
-    """The migration's own refusal (a newer schema), with the ledger's file named."""
-    if exc.key == "ledger.schema_too_new":
-        return UserError(exc.key, path=str(path), found=exc.params.get("found"), supported=exc.params.get("supported"))
-    return exc
-
-
 def _open_error(exc: sqlite3.DatabaseError, path: Path, busy_ms: int) -> UserError:
-    """What SQLite's refusal means for the user: locked by another command (exit 1, wait), not an
-    SQLite file (corrupt: move it aside), or a database of something else (another schema)."""
-    from mbridge_launch.base.errors import EXIT_CHECK_FAILED
-    from mbridge_launch.base.i18n import t
-
-    text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
-        return UserError("ledger.locked", exit_code=EXIT_CHECK_FAILED, path=str(path), seconds=f"{busy_ms / 1000:g}")
-    kind = "foreign" if isinstance(exc, sqlite3.OperationalError) else "corrupt"
-    return UserError("ledger.cannot_open", path=str(path), reason=t(f"ledger.reason.{kind}", error=text))
+    """What SQLite's refusal at opening means for the user (runs/ledger_faults.py): locked by
+    another command (exit 1, wait), not an SQLite file, damaged, a full disk..."""
+    if ledger_faults.kind_of(exc) == "other":  # a migration that failed, say: SQLite's words
+        return UserError("ledger.cannot_open", path=str(path), reason=str(exc))
+    return ledger_faults.fault(exc, path, busy_ms=busy_ms) or UserError("ledger.cannot_open", path=str(path),
+                                                                         reason=str(exc))
 
 
 @dataclass
@@ -139,6 +118,10 @@ class Ledger:
     path: Path
     conn: sqlite3.Connection = field(repr=False)
     journal_mode: str = "wal"
+    # opened read-only (the file, its directory or its mount cannot be written): queries work,
+    # every write is refused with one line (transaction), state refreshes are skipped (operations)
+    read_only: bool = False
+    read_only_noted: bool = field(default=False, repr=False)  # runs.operations said so once
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -150,26 +133,57 @@ class Ledger:
         if not create and not path.exists():  # exists() follows links: a dangling one is missing
             return cls._empty(path)
         busy_ms = _busy_timeout_ms()
+        ledger_faults.remember(path)
+        if os.path.exists(path):
+            # identity and integrity first, read-only: a foreign or damaged file is never written
+            read_only = cls._checked_read_only(path, busy_ms)
+            if not integrity.writable(path):
+                if create:  # this command records something: say so now, before it acts
+                    read_only.close()
+                    raise UserError("ledger.read_only", exit_code=EXIT_CHECK_FAILED, path=str(path))
+                return cls(path=path, conn=read_only, journal_mode="read-only", read_only=True)
+            read_only.close()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(path), timeout=busy_ms / 1000, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise UserError("ledger.cannot_open", path=str(path), reason=str(exc)) from None
         conn.row_factory = sqlite3.Row
+        conn.text_factory = ledger_faults.decode_text
         try:
             conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
-            wanted = "delete" if filesystem_type(path.parent) in _NETWORK_FS else "wal"
+            # re-checked on this connection: the file may have been created or replaced meanwhile
+            if integrity.check(conn, path) == 0:
+                conn.execute(f"PRAGMA application_id = {integrity.APPLICATION_ID}")
+            wanted = filesystems.journal_mode_for(path.parent)
             mode = conn.execute(f"PRAGMA journal_mode = {wanted}").fetchone()[0]
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
             migrate(conn)
-        except UserError as exc:
+        except UserError:
             conn.close()
-            raise _named(exc, path) from None
+            raise
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise _open_error(exc, path, busy_ms) from None
         return cls(path=path, conn=conn, journal_mode=str(mode).lower())
+
+    @staticmethod
+    def _checked_read_only(path: Path, busy_ms: int) -> sqlite3.Connection:
+        """A read-only connection to a file that passed integrity.check (else its one line)."""
+        try:
+            conn = integrity.connect_read_only(path, busy_ms)
+        except sqlite3.DatabaseError as exc:
+            raise _open_error(exc, path, busy_ms) from None
+        try:
+            integrity.check(conn, path)
+        except UserError:
+            conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise _open_error(exc, path, busy_ms) from None
+        return conn
 
     @classmethod
     def _empty(cls, path: Path) -> "Ledger":
@@ -181,6 +195,12 @@ class Ledger:
 
     def close(self) -> None:
         self.conn.close()
+
+    def require_writable(self) -> None:
+        """For a command that will record something: refuse a read-only ledger now, before it
+        acts (a cancel that could not be recorded must not be sent)."""
+        if self.read_only:
+            raise UserError("ledger.read_only", exit_code=EXIT_CHECK_FAILED, path=str(self.path))
 
     def __enter__(self) -> "Ledger":
         return self
@@ -195,6 +215,7 @@ class Ledger:
         included (the watcher job's SIGTERM raises between any two statements, even right after
         BEGIN), leaves no transaction open: the next one would fail with "cannot start a
         transaction within a transaction"."""
+        self.require_writable()
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             yield self.conn
@@ -455,15 +476,15 @@ class Ledger:
 
     def events(self, run_id: int) -> list[dict[str, Any]]:
         rows = self.conn.execute("SELECT * FROM events WHERE run_id=? ORDER BY id", (run_id,))
-        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+        return [decode_row("events", r) for r in rows]
 
     def confirmations(self, run_id: int | None = None) -> list[dict[str, Any]]:
         rows = self.conn.execute("SELECT * FROM confirmations WHERE run_id IS ? ORDER BY id", (run_id,))
-        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+        return [decode_row("confirmations", r) for r in rows]
 
     def overrides(self, run_id: int | None = None) -> list[dict[str, Any]]:
         rows = self.conn.execute("SELECT * FROM overrides WHERE run_id IS ? ORDER BY id", (run_id,))
-        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+        return [decode_row("overrides", r) for r in rows]
 
     # ------------------------------------------------------------------ rollbacks
     def record_rollback(self, *, save_dir: str | Path, stamp: str, to_iter: int, from_iter: int | None,
@@ -496,14 +517,7 @@ class Ledger:
         elif save_dir is not None:
             sql += " WHERE save_dir=?"
             params.append(_norm(save_dir))
-        rows = self.conn.execute(sql + " ORDER BY id", params)
-        out = []
-        for r in rows:
-            data = dict(r)
-            data["journal"] = json.loads(data["journal"])
-            data["trigger"] = json.loads(data["trigger"]) if data["trigger"] else None
-            out.append(RollbackRecord(**data))
-        return out
+        return [rollback_from_row(r) for r in self.conn.execute(sql + " ORDER BY id", params)]
 
 
 class _Submission:

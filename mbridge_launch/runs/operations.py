@@ -32,9 +32,21 @@ def open_ledger(path: Optional[str] = None, *, reconcile: bool = True, query=Non
     the state directory's ledger). `create`: only commands that record something new (submit,
     a rollback that is not a dry run) create a missing ledger; the others read it as empty."""
     ledger = L.Ledger.open(path, create=create)
+    if ledger.read_only:  # nothing can be recorded: no reconciliation (nor refresh, see refresh)
+        if reconcile and ledger.reconcile_candidates():
+            _note_read_only(ledger)
+        return ledger
     if reconcile and ledger.reconcile_candidates():
         reconcile_now(ledger, query)
     return ledger
+
+
+def _note_read_only(ledger: L.Ledger) -> None:
+    """Once per ledger: the states shown could not be refreshed (a command that must write has
+    refused the read-only ledger before it got here, with its own one line)."""
+    if not ledger.read_only_noted:
+        ledger.read_only_noted = True
+        print(t("warning.prefix", message=t("ledger.read_only_note", path=ledger.path)), file=sys.stderr)
 
 
 def reconcile_now(ledger: L.Ledger, query=None) -> None:
@@ -136,6 +148,10 @@ def refresh(ledger: L.Ledger, runs: list[L.RunRecord], query=None, *, warn: bool
     """Runs updated from Slurm; with `warn`, say so when Slurm could not be asked."""
     from mbridge_launch.runs.reconcile import SlurmUnavailable, refresh_runs
 
+    if ledger.read_only:  # states shown as last recorded
+        if any(r.active for r in runs):
+            _note_read_only(ledger)
+        return runs
     try:
         return refresh_runs(ledger, query or slurm_query(), runs, raise_unavailable=warn)
     except SlurmUnavailable as exc:

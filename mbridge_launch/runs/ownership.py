@@ -251,7 +251,7 @@ def preflight_callback(ledger_path: Optional[str], *, ask_slurm: bool) -> Callab
         # no ledger, as a missing one is; Path.exists raises OSError for those before 3.12
         if not os.path.exists(path):
             return save_dir_ownership(None, save_dir, ask_slurm=ask_slurm)
-        ledger = L.Ledger.open(path)
+        ledger = L.Ledger.open(path, create=False)  # read (and refreshed where writable)
         try:
             return save_dir_ownership(ledger, save_dir, ask_slurm=ask_slurm)
         finally:

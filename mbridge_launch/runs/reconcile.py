@@ -100,7 +100,7 @@ def reconcile_submitting(ledger: L.Ledger, query: SlurmQuery, *, now: float | No
                          grace_s: float = DEFAULT_GRACE_S) -> list[ReconcileResult]:
     now = time.time() if now is None else now
     results: list[ReconcileResult] = []
-    candidates = ledger.reconcile_candidates()
+    candidates = [] if ledger.read_only else ledger.reconcile_candidates()  # nothing could be recorded
     if not candidates:
         return results
     claimed = {j for r in ledger.list_runs(limit=None) for j in r.job_ids}
@@ -193,8 +193,11 @@ def _same_name_unmatched(query: SlurmQuery, run: L.RunRecord, claimed: set[str])
 def refresh_runs(ledger: L.Ledger, query: SlurmQuery, runs: Iterable[L.RunRecord], *,
                  raise_unavailable: bool = False) -> list[L.RunRecord]:
     """Update active runs from Slurm; returns the runs as they are now (inactive ones unchanged).
-    When Slurm cannot be asked the recorded states are kept (or SlurmUnavailable is raised)."""
+    When Slurm cannot be asked the recorded states are kept (or SlurmUnavailable is raised).
+    A read-only ledger cannot take new states: they are shown as last recorded."""
     runs = list(runs)
+    if ledger.read_only:
+        return runs
     wanted = [r for r in runs if r.active and r.job_ids]
     ids = sorted({r.job_ids[0] for r in wanted})
     try:

@@ -60,7 +60,7 @@ def usage_callback(ledger_path: Optional[str]) -> Callable[[], float]:
         path = Path(ledger_path).expanduser() if ledger_path else L.default_ledger_path()
         if not os.path.exists(path):
             return 0.0
-        ledger = L.Ledger.open(path)
+        ledger = L.Ledger.open(path, create=False)  # only read: a read-only ledger is fine
         try:
             return gpu_hours_last_day(ledger)
         finally:

@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.runs.operations import cancel_and_wait, executor_cancel, open_ledger, refresh
 
     with open_ledger(args.ledger) as ledger:  # reconciles first: a lost job id is found by its token
+        ledger.require_writable()  # a cancel that could not be recorded is not sent
         record = refresh(ledger, [ledger.get_run(args.run)])[0]
         if not record.job_ids and (record.active or record.may_have_job):
             # a run that may have a job nobody could find: "cancelled" would be a lie
