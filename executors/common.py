@@ -78,13 +78,9 @@ def validate_plan(plan: Plan) -> None:
 def token_args(job_token: Optional[str]) -> list[str]:
     """sbatch options carrying the ledger's submission token: the job's comment, which squeue and
     sacct report, so that a submission whose job id never reached the ledger (Ctrl-C, kill -9 right
-    after sbatch) is matched to its job by token, never guessed by name."""
+    after sbatch) is matched to its job by token, never guessed by name. Every executor puts it on
+    sbatch's command line, never into the script: the script submitted is the one rendered."""
     return [f"--comment={job_token}"] if job_token else []
-
-
-def token_parameters(job_token: Optional[str]) -> dict[str, str]:
-    """token_args as the {option: value} of libraries that take #SBATCH options as a dict."""
-    return {"comment": job_token} if job_token else {}
 
 
 # ------------------------------------------------------------------ names and paths

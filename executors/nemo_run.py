@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -77,6 +79,7 @@ def _import_nemo_run(home: str) -> Any:
     set_nemorun_home(home)
     slurm_scheduler.SLURM_JOB_DIRS = os.path.join(home, ".slurm_jobs")
     _wrap_materialize()
+    _wrap_tunnel_run()
     return run
 
 
@@ -123,6 +126,82 @@ def _rewriting_for(plan: Plan) -> Iterator[None]:
         yield
     finally:
         _CURRENT_PLAN.reset(token)
+
+
+# ------------------------------------------------------------------ the sbatch call
+# NeMo-Run runs `sbatch --requeue --parsable SCRIPT` through its LocalTunnel (invoke, a shell, no
+# timeout, our cwd): a stopped controller kept it, and a deferred Ctrl-C with it, waiting for
+# sbatch's own timeouts, and its answer could not be classified. While this adapter schedules a
+# Rendered, LocalTunnel.run hands that one command to the Slurm command layer instead
+# (slurm.commands.submit: a timeout, a deferred interrupt stops it within seconds, a refused or
+# indefinite SubmissionError, cwd = the script directory), with the ledger's token on the command
+# line, and only after checking that the script NeMo-Run wrote is the rendered one, byte for
+# byte. Every other command (mkdir) and every NeMo-Run use outside `schedule` runs unchanged.
+@dataclasses.dataclass
+class _Submission:
+    rendered: Rendered
+    job_token: Optional[str]
+    called: bool = False  # sbatch was started: from here on a failure may leave a job
+    answers: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Answer:
+    """What NeMo-Run reads from a tunnel's result (invoke's Result: stdout, stderr, return_code)."""
+
+    stdout: str
+    stderr: str = ""
+    return_code: int = 0
+    exited: int = 0
+
+
+_CURRENT_SUBMISSION: contextvars.ContextVar[Optional[_Submission]] = contextvars.ContextVar(
+    "mbl_nemo_run_submission", default=None)
+
+
+@contextlib.contextmanager
+def _submitting(submission: _Submission) -> Iterator[None]:
+    token = _CURRENT_SUBMISSION.set(submission)
+    try:
+        yield
+    finally:
+        _CURRENT_SUBMISSION.reset(token)
+
+
+def _wrap_tunnel_run() -> None:
+    from nemo_run.core.tunnel.client import LocalTunnel
+
+    original = LocalTunnel.run
+    if getattr(original, "_mbridge_launch", False):
+        return
+
+    def run(self: Any, command: str, hide: bool = True, warn: bool = False, **kwargs: Any) -> Any:
+        submission = _CURRENT_SUBMISSION.get()
+        if submission is None or not command.startswith("sbatch "):
+            return original(self, command, hide=hide, warn=warn, **kwargs)
+        return _sbatch_as_rendered(command, submission)
+
+    run._mbridge_launch = True  # type: ignore[attr-defined]
+    LocalTunnel.run = run  # type: ignore[method-assign]
+
+
+def _sbatch_as_rendered(command: str, submission: _Submission) -> _Answer:
+    # NeMo-Run joins the words unquoted; they are its flags and a script path under a home that
+    # check_home allows only safe characters in, so splitting them gives them back exactly
+    argv = shlex.split(command)
+    script = argv[-1]
+    expected = submission.rendered.files.get(script)
+    try:
+        written = Path(script).read_text()
+    except OSError:
+        written = None
+    if expected is None or written != expected:
+        raise UserError("executors.render_changed", executor=NAME, path=script)
+    argv = [argv[0], *common.token_args(submission.job_token), *argv[1:]]
+    submission.called = True
+    _job_id, answer = slurm_cli.submit(argv, cwd=submission.rendered.script_dir, executor=NAME)
+    submission.answers.append(answer.output)
+    return _Answer(stdout=answer.stdout, stderr=answer.stderr)
 
 
 def check_home(home: str) -> str:
@@ -204,7 +283,7 @@ def build_script(run: Any, plan: Plan) -> Any:
     return run.Script(path=sh(argv[1]), entrypoint=sh(argv[0]), args=[sh(a) for a in argv[2:]])
 
 
-def build_executor(run: Any, plan: Plan, home: str, job_token: Optional[str] = None) -> Any:
+def build_executor(run: Any, plan: Plan, home: str) -> Any:
     c = plan.cluster
     from nemo_run.core.execution.slurm import SlurmJobDetails
 
@@ -227,7 +306,7 @@ def build_executor(run: Any, plan: Plan, home: str, job_token: Optional[str] = N
         env_vars=quoted_env(plan),
         srun_args=plan_srun_args(plan),
         setup_lines=plan_setup_lines(plan),
-        additional_parameters={**_additional_parameters(plan), **common.token_parameters(job_token)},
+        additional_parameters=_additional_parameters(plan),
         tunnel=run.LocalTunnel(job_dir=os.path.join(home, "experiments")),
         packager=run.Packager(),
         retries=0,
@@ -265,27 +344,24 @@ class NemoRunExecutor:
             self.experiment_id = default_experiment_id(plan)
         return check_experiment_id(plan, self.experiment_id)
 
-    def _experiment(self, run: Any, plan: Plan, home: str) -> Any:
-        title = experiment_title(plan)
-        exp = run.Experiment(title, id=self._experiment_id(plan), base_dir=home, clean_mode=True,
-                             enable_goodbye_message=False, skip_status_at_exit=True)
-        return exp, title
-
-    def render(self, plan: Plan) -> Rendered:
-        """The exact files NeMo-Run would write, produced by its own dry run in a scratch home and
-        shown with the real home's paths (the scratch path is unique, so replacing it is exact)."""
+    def render(self, plan: Plan, script_dir: Optional[Path] = None) -> Rendered:
+        """The exact files NeMo-Run writes, produced by its own dry run in a scratch home and
+        shown with the real home's paths (the scratch path is unique, so replacing it is exact).
+        The home and the experiment id chosen here are the Rendered's: `schedule` submits under
+        the same ones (the id is in every path of the script: --output, --chdir, the job dir)."""
         common.validate_plan(plan)
-        home = self._home()
+        script_dir = Path(script_dir or self.script_dir or Path.cwd()).resolve()
+        home = self._home(script_dir)
+        experiment_id = self._experiment_id(plan)
         scratch = tempfile.mkdtemp(prefix="mbl-nemo-run-")
         scratch_home = os.path.join(scratch, "h")
         try:
             run = _import_nemo_run(scratch_home)
-            exp, title = self._experiment(run, plan, scratch_home)
+            exp = _experiment(run, plan, scratch_home, experiment_id)
             with _no_stdin(), _rewriting_for(plan), exp:
-                exp.add(build_script(run, plan), executor=build_executor(run, plan, scratch_home),
-                        name=TASK_NAME)
+                exp.add(build_script(run, plan), executor=build_executor(run, plan, scratch_home), name=TASK_NAME)
                 exp.dryrun(log=False, delete_exp_dir=False)
-            exp_dir = Path(scratch_home, "experiments", title, exp._id)
+            exp_dir = Path(scratch_home, "experiments", experiment_title(plan), exp._id)
             files = {}
             for path in sorted(exp_dir.rglob("*_sbatch.sh")):
                 rel = str(path.relative_to(scratch_home))
@@ -294,37 +370,44 @@ class NemoRunExecutor:
             shutil.rmtree(scratch, ignore_errors=True)
             _import_nemo_run(home)
         text = "\n".join(files.values())
-        return Rendered(executor=NAME, text=text, submit_command=["sbatch", "--requeue", "--parsable",
-                        *files.keys()], files=files)
+        first = next(iter(files), None)
+        return Rendered(executor=NAME, plan=plan, script_dir=script_dir, text=text,
+                        submit_command=["sbatch", "--requeue", "--parsable", *files.keys()], files=files,
+                        script_path=Path(first) if first else None,
+                        choices={"nemorun_home": home, "experiment_id": experiment_id})
 
-    def submit(self, plan: Plan, script_dir: Path, job_token: Optional[str] = None) -> Submitted:
-        common.validate_plan(plan)
-        script_dir = Path(script_dir).resolve()
-        home = self._home(script_dir)
+    def schedule(self, rendered: Rendered, job_token: Optional[str] = None) -> Submitted:
+        """NeMo-Run submits the experiment `rendered` shows (same home, same id), its own way
+        (its job dirs, config and index are written), except for the sbatch call itself: that goes
+        through the Slurm command layer (_sbatch_as_rendered), bounded, interruptible, from the
+        script directory, with the token on the command line, and only for a script that is
+        byte for byte the one rendered."""
+        plan, script_dir = rendered.plan, rendered.script_dir
+        home = check_home(str(rendered.choices["nemorun_home"]))
+        experiment_id = check_experiment_id(plan, str(rendered.choices["experiment_id"]))
         log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, script_dir))
         log_base.mkdir(parents=True, exist_ok=True)
         run = _import_nemo_run(home)
-        exp, title = self._experiment(run, plan, home)
+        exp = _experiment(run, plan, home, experiment_id)
+        submission = _Submission(rendered, job_token)
         try:
-            with _no_stdin(), _rewriting_for(plan), exp:
-                exp.add(build_script(run, plan), executor=build_executor(run, plan, home, job_token), name=TASK_NAME)
+            with _no_stdin(), _rewriting_for(plan), _submitting(submission), exp:
+                exp.add(build_script(run, plan), executor=build_executor(run, plan, home), name=TASK_NAME)
                 exp.run(detach=True)
-        except Exception as exc:  # NeMo-Run raises invoke's UnexpectedExit with sbatch's stderr
-            raise _submission_error(exc) from None
+        except UserError:  # the Slurm layer's own, classified (refused, indefinite, no answer)
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever NeMo-Run raised around it
+            raise _submission_error(exc, submission) from None
         job_ids = [_job_id_of(job) for job in exp.jobs]
-        if not all(job_ids):
+        if not submission.answers or not all(job_ids):
             raise SubmissionError("executors.submit_no_job_id", executor=NAME, output=str(exp.jobs))
-        exp_dir = Path(home, "experiments", title, exp._id)
-        scripts = sorted(exp_dir.rglob("*_sbatch.sh"))
-        return Submitted(executor=NAME, job_ids=job_ids, script_path=scripts[0] if scripts else None,
-                         log_paths=self._logs(exp_dir) + step_logs(plan, job_ids, script_dir), raw_output="")
+        return Submitted(executor=NAME, job_ids=job_ids, script_path=rendered.script_path,
+                         log_paths=self._logs(Path(home, "experiments", experiment_title(plan), experiment_id))
+                         + step_logs(plan, job_ids, script_dir), raw_output="".join(submission.answers))
 
     @staticmethod
     def _logs(exp_dir: Path) -> list[Path]:
         return sorted(exp_dir.rglob("*.out")) + sorted(exp_dir.rglob("log-*"))
-
-    def status(self, job_ids: list[str]) -> dict[str, str]:
-        return slurm_cli.job_states(job_ids)
 
     def cancel(self, job_ids: list[str]) -> None:
         slurm_cli.scancel(job_ids)
@@ -335,6 +418,11 @@ class NemoRunExecutor:
         base = Path(home, "experiments", title)
         own = [p for p in sorted(base.rglob("*")) if p.is_file() and any(j in p.name for j in job_ids)]
         return own + [p for p in step_logs(plan, job_ids, Path.cwd()) if p.exists()]
+
+
+def _experiment(run: Any, plan: Plan, home: str, experiment_id: str) -> Any:
+    return run.Experiment(experiment_title(plan), id=experiment_id, base_dir=home, clean_mode=True,
+                          enable_goodbye_message=False, skip_status_at_exit=True)
 
 
 def step_logs(plan: Plan, job_ids: list[str], submit_dir: Path) -> list[Path]:
@@ -357,13 +445,19 @@ def _job_id_of(job: Any) -> str:
     return tail if tail.isdigit() else ""
 
 
-def _submission_error(exc: Exception) -> SubmissionError:
+def _submission_error(exc: Exception, submission: _Submission) -> UserError:
+    """NeMo-Run failed around the sbatch call (whose own failures are the Slurm layer's errors):
+    before it, nothing reached Slurm (one line naming NeMo-Run's reason); after it, the job exists
+    and its id may not be recorded: indefinite, reconciliation finds it by its token."""
     result = getattr(exc, "result", None)
     raw = ""
     if result is not None:
         raw = (getattr(result, "stderr", "") or "") + (getattr(result, "stdout", "") or "")
-    raw = raw or str(exc)
-    return slurm_cli.submission_error(raw)
+    raw = raw or str(exc) or type(exc).__name__
+    reason = slurm_cli.slurm_reason(raw)
+    if submission.called:
+        return SubmissionError(slurm_cli.INDEFINITE, raw_output=raw, reason=reason)
+    return SubmissionError("executors.command_failed", raw_output=raw, command="nemo-run", reason=reason)
 
 
 # ------------------------------------------------------------------ the plugin

@@ -20,7 +20,7 @@ NAME = "sbatch"
 
 def submit_argv(plan: Plan, job_token: Optional[str] = None) -> list[str]:
     """The exact submit command; sbatch runs in the script directory, where the script lies.
-    `submit` adds the ledger's token as the job's comment (common.token_args), by which a
+    `schedule` adds the ledger's token as the job's comment (common.token_args), by which a
     submission interrupted before its job id was recorded is found again."""
     return ["sbatch", "--parsable", *common.token_args(job_token), common.script_file_name(plan)]
 
@@ -33,19 +33,18 @@ def render_script(plan: Plan) -> str:
 class SbatchExecutor:
     name = NAME
 
-    def render(self, plan: Plan) -> Rendered:
+    def render(self, plan: Plan, script_dir: Optional[Path] = None) -> Rendered:
+        script_dir = Path(script_dir or Path.cwd()).resolve()
         text = render_script(plan)
-        return Rendered(
-            executor=NAME,
-            text=text,
-            submit_command=submit_argv(plan),
-            files={common.script_file_name(plan): text},
-        )
+        script = script_dir / common.script_file_name(plan)
+        return Rendered(executor=NAME, plan=plan, script_dir=script_dir, text=text, submit_command=submit_argv(plan),
+                        files={str(script): text}, script_path=script)
 
-    def submit(self, plan: Plan, script_dir: Path, job_token: Optional[str] = None) -> Submitted:
-        script_dir = Path(script_dir).resolve()
-        rendered = self.render(plan)
-        script = atomic_write_text(script_dir / common.script_file_name(plan), rendered.text, mode=EXECUTABLE_MODE)
+    def schedule(self, rendered: Rendered, job_token: Optional[str] = None) -> Submitted:
+        plan, script_dir = rendered.plan, rendered.script_dir
+        # the very file the review copy is (the gate wrote it before the confirmation), again
+        path = rendered.script_path or script_dir / common.script_file_name(plan)
+        script = atomic_write_text(path, rendered.text, mode=EXECUTABLE_MODE)
         # Slurm does not create the directory of --output; a missing one fails the job at launch
         log_base = common.resolve_dir(common.log_dir(plan), common.job_workdir(plan, script_dir))
         log_base.mkdir(parents=True, exist_ok=True)
@@ -58,9 +57,6 @@ class SbatchExecutor:
             log_paths=common.log_files(plan, [job_id], script_dir),
             raw_output=raw,
         )
-
-    def status(self, job_ids: list[str]) -> dict[str, str]:
-        return slurm_cli.job_states(job_ids)
 
     def cancel(self, job_ids: list[str]) -> None:
         slurm_cli.scancel(job_ids)

@@ -10,19 +10,22 @@ replaces submitit's own USR2 (delivered_signal); the folder must be on shared st
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
+import functools
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
-from typing import IO, Any, Iterator, Optional
+from typing import Any, Optional
 
 from mbridge_launch import __version__
 from mbridge_launch.base import slurm_time
-from mbridge_launch.base.errors import UserError
+from mbridge_launch.base.atomic import atomic_write_text
+from mbridge_launch.base.errors import SubmissionError, UserError
 from mbridge_launch.base.i18n import t
 from mbridge_launch.base.quoting import sh, sh_join
 from mbridge_launch.base.slurm_signal import WORKS, parse
@@ -225,14 +228,13 @@ def _command_function(plan: Plan) -> Any:
     return CommandFunction(task_command(plan), verbose=True, cwd=plan.launch.workdir)
 
 
-def _auto_executor(folder: Path, plan: Plan, job_token: Optional[str] = None, held: bool = False) -> Any:
+def _auto_executor(folder: Path, plan: Plan, held: bool = False) -> Any:
     import submitit
 
     if shutil.which("srun") is None:  # submitit refuses to build a Slurm executor without srun
         raise UserError("executors.slurm_missing", command="srun")
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm", slurm_python=python_command(plan, folder))
-    params = slurm_parameters(plan)
-    params["slurm_additional_parameters"].update(common.token_parameters(job_token))
+    params = slurm_parameters(plan)  # the ledger's token goes on sbatch's command line, not into the script
     if held:
         params["slurm_additional_parameters"]["hold"] = True
     executor.update_parameters(**params)
@@ -251,10 +253,13 @@ class SubmititExecutor:
             return self.folder.resolve()
         return folder_for(plan, Path(script_dir or self.script_dir or Path.cwd()).resolve())
 
-    def render(self, plan: Plan) -> Rendered:
-        """submitit's own sbatch text for this Plan, then the argv every task runs."""
+    def render(self, plan: Plan, script_dir: Optional[Path] = None) -> Rendered:
+        """submitit's own sbatch text for this Plan, then, as comments, the argv every task runs:
+        the whole text is the file `schedule` submits. The folder and the file's name are fixed
+        here (submitit renames the file to <job id>_submission.sh once sbatch answers)."""
         common.validate_plan(plan)
-        folder = self._folder(plan)
+        script_dir = Path(script_dir or self.script_dir or Path.cwd()).resolve()
+        folder = self._folder(plan, script_dir)
         check_folder_visible(plan, folder)
         executor = _auto_executor(folder, plan, held=True)
         inner = executor._executor  # submitit's SlurmExecutor renders the script text
@@ -272,14 +277,16 @@ class SubmititExecutor:
             f"# submitting process died in between waits, holding no GPUs, until the next mbridge-launch command\n"
             f"# releases it or cancels it (it could not run without its pickle)\n"
         )
-        return Rendered(executor=NAME, text=text, submit_command=["sbatch", str(folder / "%j_submission.sh")],
-                        files={str(folder / "submission.sh"): script})
+        path = _submission_path(folder, uuid.uuid4().hex)
+        return Rendered(executor=NAME, plan=plan, script_dir=script_dir, text=text,
+                        submit_command=["sbatch", "--parsable", str(path)], files={str(path): text},
+                        script_path=path, choices={"folder": str(folder)})
 
-    def submit(self, plan: Plan, script_dir: Path, job_token: Optional[str] = None) -> Submitted:
+    def schedule(self, rendered: Rendered, job_token: Optional[str] = None) -> Submitted:
         import submitit
 
-        common.validate_plan(plan)
-        folder = self._folder(plan, script_dir)
+        plan = rendered.plan
+        folder = Path(str(rendered.choices["folder"]))
         check_folder_visible(plan, folder)
         folder.mkdir(parents=True, exist_ok=True)
         lib = runner_lib(plan, folder)
@@ -289,20 +296,24 @@ class SubmititExecutor:
         # that starts without it holds its GPUs for 60 s and fails with no hint. Held, a job whose
         # submitting process died in between waits, holding nothing, until reconciliation
         # (finish_interrupted) releases or cancels it; here it is released once the pickle is in place.
-        executor = _auto_executor(folder, plan, job_token, held=True)
-        _refused_by_slurm(folder, plan)
-        with tempfile.TemporaryFile() as stderr_copy:
-            try:
-                with _stderr_to(stderr_copy):
-                    job = executor.submit(_command_function(plan))
-            except (submitit.core.utils.FailedSubmissionError, submitit.core.utils.FailedJobError,
-                    subprocess.CalledProcessError, OSError) as exc:
-                stderr_copy.seek(0)
-                raise _submission_error(exc, stderr_copy.read().decode(errors="replace")) from None
+        executor = _auto_executor(folder, plan, held=True)
+        _refused_by_slurm(folder, plan, rendered.script_dir)
+        submission = _Submission(rendered, job_token)
+        # submitit pickles the task and names the files as always; only its one sbatch call is
+        # replaced (_submit_as_rendered: the rendered text, through the Slurm command layer)
+        inner = executor._executor
+        inner._submit_command = functools.partial(_submit_as_rendered, inner, submission)
+        try:
+            job = executor.submit(_command_function(plan))
+        except UserError:  # the Slurm layer's own, classified (refused, indefinite, no answer)
+            raise
+        except (submitit.core.utils.FailedSubmissionError, submitit.core.utils.FailedJobError,
+                subprocess.CalledProcessError, OSError, RuntimeError) as exc:
+            raise _submission_error(exc, submission) from None
         paths = job.paths
         released = _release(str(job.job_id))
         return Submitted(executor=NAME, job_ids=[str(job.job_id)], script_path=paths.submission_file,
-                         log_paths=[paths.stdout, paths.stderr], raw_output=released)
+                         log_paths=[paths.stdout, paths.stderr], raw_output=submission.answer + released)
 
     def finish_interrupted(self, plan: Plan, job_id: str, script_dir: Optional[Path] = None) -> Optional[str]:
         """Reconciliation found job `job_id` of a submission whose process died: release it when
@@ -318,9 +329,6 @@ class SubmititExecutor:
             pass  # already gone: the reason below is still why it never ran
         return t("executors.submitit_interrupted", lang="en", job=job_id, folder=str(folder))
 
-    def status(self, job_ids: list[str]) -> dict[str, str]:
-        return slurm_cli.job_states(job_ids)
-
     def cancel(self, job_ids: list[str]) -> None:
         slurm_cli.scancel(job_ids)
 
@@ -329,7 +337,41 @@ class SubmititExecutor:
         return [p for j in job_ids for p in sorted(folder.glob(f"{j}_*.out")) + sorted(folder.glob(f"{j}_*.err"))]
 
 
-def _refused_by_slurm(folder: Path, plan: Plan) -> None:
+def _submission_path(folder: Path, uid: str) -> Path:
+    """Where submitit puts a submission file before sbatch answers (PicklingExecutor._submit_command)."""
+    from submitit.core import utils
+
+    return utils.JobPaths.get_first_id_independent_folder(folder) / f".submission_file_{uid}.sh"
+
+
+@dataclasses.dataclass
+class _Submission:
+    rendered: Rendered
+    job_token: Optional[str]
+    called: bool = False  # sbatch was started: from here on a failure may leave a job
+    answer: str = ""
+
+
+def _submit_as_rendered(inner: Any, submission: _Submission, command: str) -> Any:
+    """submitit's PicklingExecutor._submit_command (1.5), with the rendered text as the file and
+    its sbatch call through the Slurm command layer: bounded by a timeout, stopped within seconds
+    by a deferred interrupt, from the script directory (sbatch's cwd is where a Plan without
+    launch.workdir starts), the ledger's token on the command line, the answer classified
+    (refused or indefinite). `command` (submitit's task runner line) is already in the text."""
+    rendered = submission.rendered
+    path = rendered.script_path or _submission_path(inner.folder, uuid.uuid4().hex)
+    atomic_write_text(path, rendered.text)
+    argv = ["sbatch", "--parsable", *common.token_args(submission.job_token), str(path)]
+    submission.called = True
+    job_id, answer = slurm_cli.submit(argv, cwd=rendered.script_dir, executor=NAME)
+    submission.answer = answer.output
+    job = inner.job_class(folder=inner.folder, job_id=job_id, tasks=list(range(inner._num_tasks())))
+    job.paths.move_temporary_file(path, "submission_file", keep_as_symlink=True)
+    inner._set_job_permissions(job.paths.folder)
+    return job
+
+
+def _refused_by_slurm(folder: Path, plan: Plan, script_dir: Path) -> None:
     """`sbatch --test-only` of the job as submitit writes it, without the hold: Slurm accepts a held
     job whose request can never be met (it then pends for BadConstraints), so the refusal that
     sbatch gives an unheld job ("Requested node configuration is not available") is asked for
@@ -339,9 +381,12 @@ def _refused_by_slurm(folder: Path, plan: Plan) -> None:
     with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".mbl-test-only-", suffix=".sh") as script:
         script.write(text)
         script.flush()
-        proc = slurm_cli.run_slurm(["sbatch", "--test-only", script.name], cwd=folder)
+        try:
+            proc = slurm_cli.call(["sbatch", "--test-only", script.name], cwd=script_dir)
+        except slurm_cli.SlurmCommandError as exc:
+            raise slurm_cli.no_answer_error(exc) from None
     if not proc.ok:
-        raise slurm_cli.submission_error(proc.output)
+        raise slurm_cli.submission_error(proc.output, proc.returncode)
 
 
 def _release(job_id: str) -> str:
@@ -353,28 +398,20 @@ def _release(job_id: str) -> str:
     return "" if proc.ok else proc.output
 
 
-@contextlib.contextmanager
-def _stderr_to(target: IO[bytes]) -> Iterator[None]:
-    """submitit runs sbatch without capturing its stderr, which would print Slurm's raw message
-    next to ours: send file descriptor 2 to `target` while it submits."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(target.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def _submission_error(exc: BaseException, stderr: str = "") -> Exception:
+def _submission_error(exc: BaseException, submission: _Submission, stderr: str = "") -> Exception:
+    """submitit failed around the sbatch call (whose own failures are the Slurm layer's errors):
+    before it nothing reached Slurm (one line with submitit's reason); after it the job exists
+    (indefinite: reconciliation finds it by its token and releases or cancels it)."""
     raw = stderr
     for attr in ("output", "stderr"):
         value = getattr(exc, attr, None) or getattr(exc.__cause__, attr, None)
         if value:
             raw += value.decode() if isinstance(value, bytes) else str(value)
-    return slurm_cli.submission_error(raw or str(exc))
+    raw = raw or str(exc) or type(exc).__name__
+    reason = slurm_cli.slurm_reason(raw)
+    if submission.called:
+        return SubmissionError(slurm_cli.INDEFINITE, raw_output=raw, reason=reason)
+    return SubmissionError("executors.command_failed", raw_output=raw, command="submitit", reason=reason)
 
 
 def create(**options: Any) -> SubmititExecutor:

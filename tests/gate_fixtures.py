@@ -60,19 +60,30 @@ def log_text(shared: Path) -> str:
 
 
 class FakeScheduler:
-    """launch.submit_plan without Slurm: renders a stub script, 'submits' with increasing job ids."""
+    """launch.render_plan and launch.schedule without Slurm: renders a stub script, 'schedules' it
+    with increasing job ids. `install(monkeypatch)` puts both in place of the real stages."""
 
     def __init__(self):
         self.submitted = []
 
-    def __call__(self, plan, executor, workdir=None, dry_run=False, job_token=None):
-        from mbridge_launch.executors.base import Rendered, Submitted
+    def render(self, plan, executor, script_dir=None):
+        from mbridge_launch.executors.base import Rendered
 
-        if dry_run:
-            return Rendered(executor=executor, text="#!/bin/sh\n", submit_command=["sbatch", "x.sbatch"],
-                            files={f"{plan.name}.sbatch": "#!/bin/sh\n"})
-        self.submitted.append(plan)
-        return Submitted(executor=executor, job_ids=[str(500 + len(self.submitted))])
+        directory = Path(script_dir or Path.cwd())
+        return Rendered(executor=executor, plan=plan, script_dir=directory, text="#!/bin/sh\n",
+                        submit_command=["sbatch", "x.sbatch"], files={str(directory / "x.sbatch"): "#!/bin/sh\n"},
+                        script_path=directory / "x.sbatch")
+
+    def schedule(self, rendered, job_token=None):
+        from mbridge_launch.executors.base import Submitted
+
+        self.submitted.append(rendered.plan)
+        return Submitted(executor=rendered.executor, job_ids=[str(500 + len(self.submitted))])
+
+    def install(self, monkeypatch):
+        monkeypatch.setattr("mbridge_launch.executors.launch.render_plan", self.render)
+        monkeypatch.setattr("mbridge_launch.executors.launch.schedule", self.schedule)
+        return self
 
 
 def preflight_with(*codes):

@@ -16,6 +16,11 @@ the ledger said `submit_failed` with no job, and the job ran unseen. Inside `def
   SIGTERM still ends it, only after what the window protects has been committed.
 
 Only the main thread may change handlers; elsewhere the window blocks the mask only.
+
+A deferred interrupt must not wait on a scheduler call that never ends (a stopped controller
+keeps sbatch waiting for its own timeouts): `interrupt_pending()` tells the Slurm command layer
+(slurm/commands.call) that one arrived, and it gives the child a short grace to answer, then stops
+it and reports the call as interrupted (an indefinite answer: the job may exist).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# the `received` lists of the windows open now (a window may open inside another)
+_OPEN_WINDOWS: list[list[int]] = []
 
 
 @contextmanager
@@ -36,15 +43,26 @@ def deferred_signals(signals: tuple[signal.Signals, ...] = DEFERRED) -> Iterator
     in_main = threading.current_thread() is threading.main_thread()
     previous = _install_recorder(signals, received) if in_main else {}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    _OPEN_WINDOWS.append(received)
     try:
         yield received
     finally:
+        _OPEN_WINDOWS.remove(received)
         # Unblocking with the recorder still installed turns a pending signal into a record
         # instead of running the old handler in the middle of this cleanup.
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _redeliver(received)
+
+
+def interrupt_pending(signals: tuple[signal.Signals, ...] = DEFERRED) -> bool:
+    """Whether an interrupt waits for a window to end: recorded by an open window's handler, or
+    blocked and pending for this thread or the process (a blocked signal never reaches the
+    handler until the mask opens, so it is only seen with sigpending)."""
+    if any(_OPEN_WINDOWS):
+        return True
+    return bool(signal.sigpending() & set(signals))
 
 
 def _install_recorder(signals: tuple[signal.Signals, ...], received: list[int]) -> dict[int, Any]:

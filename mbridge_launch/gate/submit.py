@@ -24,16 +24,16 @@ From the scheduler call until the job id is recorded, SIGINT/SIGTERM/SIGHUP are 
 only once the job is recorded and a kill -9 leaves a row that the next command reconciles by
 the job's token (runs.operations.open_ledger).
 
-Crash-safety tests set MBL_GATE_CRASH_AFTER=ledger|call|sbatch: the process then dies like
-`kill -9` right after the `submitting` row is written, right before the scheduler call, or right
-after the scheduler accepted the job; MBL_GATE_INTERRUPT_AT=call|sbatch sends a SIGINT there.
+Crash-safety tests install hooks at the fault points gate.ledger, gate.call and gate.sbatch
+(base/faults.py; no environment variable of the product reaches them): right after the
+`submitting` row is written, right before the scheduler call, right after the scheduler accepted
+the job; their hooks die like `kill -9` or send a SIGINT there.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import signal
 import sys
 from dataclasses import dataclass, field
 from functools import partial
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from mbridge_launch.base.errors import CheckFailed, UserError, writable
+from mbridge_launch.base.faults import fault_point
 from mbridge_launch.base.i18n import t
 from mbridge_launch.base.signals import deferred_signals
 from mbridge_launch.gate.card import gpu_hours, render_card
@@ -50,8 +51,6 @@ from mbridge_launch.runs.ledger import AUTO_ROLLBACK_METHOD
 
 DEFAULT_THRESHOLD_GPU_HOURS = 100.0
 THRESHOLD_ENV = "MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS"
-CRASH_ENV = "MBL_GATE_CRASH_AFTER"  # fault injection for the crash-safety tests: ledger | call | sbatch
-INTERRUPT_ENV = "MBL_GATE_INTERRUPT_AT"  # the same points, a SIGINT instead of a crash: call | sbatch
 
 
 @dataclass
@@ -172,13 +171,16 @@ def confirm_cancel(run: Any, *, yes: bool, ask: Callable[[str], str] = input,
 
 
 def _write_review_copy(plan: Plan, rendered: Any, script_dir: Path) -> Path:
-    """The exact script, on disk before confirmation so that the card can point at it. For sbatch
-    it is the very file that is submitted; other executors get a preview copy beside it."""
+    """The exact text that is submitted (rendered.text), on disk before confirmation so that the
+    card can point at it. For sbatch it is the very file that is submitted; the other executors
+    write theirs where their library keeps them (NeMo-Run's home, submitit's folder), so they get
+    a copy here, byte for byte the same."""
     from mbridge_launch.base.atomic import EXECUTABLE_MODE, atomic_write_text
 
-    name, text = next(iter(rendered.files.items())) if rendered.files else (f"{plan.name}.{rendered.executor}.txt", rendered.text)
-    if rendered.executor != "sbatch":
-        name = f"{plan.name}-{plan.plan_hash()}.{rendered.executor}.preview.sh"
+    text = rendered.text
+    name = f"{plan.name}-{plan.plan_hash()}.{rendered.executor}.review.sh"
+    if rendered.executor == "sbatch" and getattr(rendered, "script_path", None):
+        name = rendered.script_path.name
     # modes follow the umask; the sbatch script is the file submitted, executable as the executor writes it
     mode = EXECUTABLE_MODE if rendered.executor == "sbatch" else None
     return atomic_write_text(script_dir / Path(name).name, text, mode=mode)
@@ -186,7 +188,7 @@ def _write_review_copy(plan: Plan, rendered: Any, script_dir: Path) -> Path:
 
 def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] = None,
                  plan_text: Optional[str] = None) -> GateResult:
-    from mbridge_launch.executors.launch import submit_plan
+    from mbridge_launch.executors import launch
     from mbridge_launch.preflight.render import render_text
     from mbridge_launch.preflight.runner import run_preflight
     from mbridge_launch.runs import ledger as L
@@ -226,7 +228,9 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
         if report.errors and uncovered:
             raise CheckFailed("gate.preflight_failed_uncovered", codes=", ".join(uncovered))
 
-        rendered = submit_plan(plan, options.executor, script_dir, dry_run=True)
+        # rendered once: the review copy, the card, the ledger's script_text and the scheduler
+        # call all use this object (executors/base.py), so what is confirmed is what is submitted
+        rendered = launch.render_plan(plan, options.executor, script_dir)
         with writable(script_dir):
             script_dir.mkdir(parents=True, exist_ok=True)
             script = _write_review_copy(plan, rendered, script_dir)
@@ -267,7 +271,7 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
                 # end (base/signals.py), and whatever still cuts it leaves the run for reconciliation
                 try:
                     with deferred_signals():
-                        record = sub.call_scheduler(lambda: _scheduler_call(plan, options.executor, script_dir, sub.token))
+                        record = sub.call_scheduler(lambda: _scheduler_call(rendered, sub.token))
                 except BaseException:
                     _say_if_may_have_job(sub.record, out)
                     raise
@@ -291,11 +295,13 @@ def _load_policy() -> Any:
     return load_policy()
 
 
-def _scheduler_call(plan: Plan, executor: str, script_dir: Path, token: str) -> Any:
-    from mbridge_launch.executors.launch import submit_plan
+def _scheduler_call(rendered: Any, token: str) -> Any:
+    """Schedule exactly `rendered` (the object shown and confirmed). Every Slurm call in it is
+    bounded (slurm/commands.call: a timeout, and a deferred Ctrl-C stops it within seconds)."""
+    from mbridge_launch.executors import launch
 
     _crash_point("call")
-    result = submit_plan(plan, executor, script_dir, dry_run=False, job_token=token)
+    result = launch.schedule(rendered, token)
     _crash_point("sbatch")
     return result
 
@@ -338,16 +344,9 @@ def _claim_writer(ledger: Any, ownership: Any, plan_hash: str, out: Any) -> Any:
 
 
 def _crash_point(where: str) -> None:
-    """Die like `kill -9` at `where` when the crash-safety tests ask for it (MBL_GATE_CRASH_AFTER:
-    ledger, call (the scheduler is about to be called), sbatch (it accepted the job)): no
-    exception handler, no cleanup, so the ledger keeps exactly what was committed.
-    MBL_GATE_INTERRUPT_AT=call|sbatch sends this process SIGINT there instead, as a Ctrl-C would."""
-    if os.environ.get(CRASH_ENV) == where:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(137)
-    if os.environ.get(INTERRUPT_ENV) == where:
-        os.kill(os.getpid(), signal.SIGINT)
+    """The fault point `gate.<where>` (ledger, call: the scheduler is about to be called, sbatch: it
+    accepted the job): nothing, unless a test installed a hook there (base/faults.py)."""
+    fault_point(f"gate.{where}")
 
 
 def _convergence_changes(ledger: Any, parent_run_id: Optional[int], plan: Plan) -> list[dict[str, Any]]:

@@ -4,24 +4,64 @@ through `call()`.
 
 `call()` runs a command (never through a shell) and returns a typed `SlurmResult` that keeps the
 raw stdout and stderr whole, or raises `SlurmCommandError` (a `SlurmUnavailable`) when the command
-gives no answer at all: not installed, could not start, or hung. Each caller decides what a
-non-zero exit means for it: the executors turn a refused submission into a SubmissionError
+gives no answer at all: not installed, could not start, hung, or interrupted. Each caller decides
+what a non-zero exit means for it: the executors turn a failed submission into a SubmissionError
 (exit code 4) whose message is ONE line, Slurm's own reason ("Requested node configuration is not
-available"), with the raw output kept on the exception for the ledger and for -v output;
-preflight turns it into a finding, reconcile into "cannot tell".
+available"), with the raw output kept on the exception for the ledger and for -v output, and
+classified (submission_error): a definite refusal by the controller, or an indefinite answer (a
+timeout, a lost connection, an interrupt) after which the job may exist; preflight turns a failure
+into a finding, reconcile into "cannot tell".
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from mbridge_launch.base.errors import SubmissionError, UserError
+from mbridge_launch.base.signals import interrupt_pending
 
 DEFAULT_TIMEOUT_S = 60
+# sbatch waits for the controller itself (MessageTimeout, 10 s by default, then retries): a
+# submission gets longer than a query, and is bounded all the same
+SUBMIT_TIMEOUT_S = 60
+POLL_S = 0.1
+INTERRUPT_GRACE_S = 2.0
+# The controller refused: Slurm's own reason, the job does not exist (executors.submit_refused).
+REFUSED = "executors.submit_refused"
+# No definite answer: the job may or may not exist, reconciliation looks for it by its token.
+INDEFINITE = "executors.submit_indefinite"
+# What sbatch says when it could not get the controller's answer (Slurm's slurm_strerror texts
+# of the communication errors, and its own retry lines): the request may have been received and
+# the job queued; only a later lookup by token can tell.
+NO_ANSWER = (
+    "socket timed out",
+    "unable to contact slurm controller",
+    "connection refused",
+    "zero bytes were transmitted or received",
+    "transport endpoint is not connected",
+    "communication connection failure",
+    "communication send failure",
+    "communication receive failure",
+    "communication shutdown failure",
+    "connection reset by peer",
+    "connection timed out",
+    "broken pipe",
+    "no route to host",
+    "network is unreachable",
+    "slurm backup controller in standby mode",
+    "slurmctld is not responding",
+    "unable to establish controller machine",
+    "slurm temporarily unable to accept job",
+    "resource temporarily unavailable",
+    "insane message length",
+)
 # Field separator of parsable squeue/sacct output: the ASCII unit separator cannot occur in a job
 # name typed on a command line, unlike '|' (a job named "a|b" shifted every field after it).
 FIELD_SEP = "\x1f"
@@ -36,7 +76,8 @@ class SlurmUnavailable(Exception):
 
 class SlurmCommandError(SlurmUnavailable):
     """A Slurm command gave no answer. `kind`: missing (not on PATH), failed (could not start:
-    `reason`), timeout (no answer within `seconds`)."""
+    `reason`), timeout (no answer within `seconds`), interrupted (stopped after a deferred
+    Ctrl-C / SIGTERM / SIGHUP, base/signals.py)."""
 
     def __init__(self, kind: str, argv: Sequence[str], *, seconds: float = 0.0, reason: str = "") -> None:
         self.kind, self.argv, self.seconds, self.reason = kind, tuple(argv), seconds, reason
@@ -52,6 +93,8 @@ class SlurmCommandError(SlurmUnavailable):
             return UserError("executors.slurm_missing", command=self.command)
         if self.kind == "timeout":
             return UserError("executors.slurm_timeout", command=" ".join(self.argv[:2]), seconds=int(self.seconds))
+        if self.kind == "interrupted":
+            return UserError("executors.slurm_interrupted", command=" ".join(self.argv[:2]))
         return UserError("executors.command_failed", command=self.command, reason=self.reason)
 
 
@@ -88,20 +131,64 @@ def call(
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> SlurmResult:
     """Run a Slurm client command (never through a shell) and return its answer, whatever its exit
-    status; SlurmCommandError when there is none. `env`: the whole environment (default: ours)."""
+    status; SlurmCommandError when there is none. `env`: the whole environment (default: ours).
+
+    Bounded twice: by `timeout`, and by an interrupt deferred around it (base/signals.py: the
+    gate's window from the scheduler call to the recorded job id). The child is polled; once an
+    interrupt is pending it has INTERRUPT_GRACE_S to answer (a healthy sbatch answers in
+    milliseconds, and its job id is then recorded), then it is killed and the call is
+    `interrupted`. The child runs in a session of its own, so that the terminal's Ctrl-C reaches
+    only us and a kill reaches whatever the command started (a wrapper's own children)."""
     argv = [str(a) for a in argv]
     try:
-        proc = subprocess.run(
-            argv, cwd=cwd, env=None if env is None else dict(env), input=stdin, capture_output=True,
-            text=True, errors="replace", timeout=timeout, check=False,
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=None if env is None else dict(env),
+            stdin=subprocess.PIPE if stdin is not None else None, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
         )
     except FileNotFoundError:
         raise SlurmCommandError("missing", argv) from None
-    except subprocess.TimeoutExpired:
-        raise SlurmCommandError("timeout", argv, seconds=timeout) from None
     except OSError as exc:  # not executable, too many processes, ...
         raise SlurmCommandError("failed", argv, reason=exc.strerror or str(exc)) from None
-    return SlurmResult(tuple(argv), proc.returncode, proc.stdout or "", proc.stderr or "")
+    try:
+        stdout, stderr = _answer(proc, argv, stdin, timeout)
+    finally:
+        if proc.poll() is None:  # a timeout, an interrupt, or KeyboardInterrupt outside a window
+            _kill(proc)
+    return SlurmResult(tuple(argv), proc.returncode, stdout or "", stderr or "")
+
+
+def _answer(proc: subprocess.Popen, argv: list[str], stdin: Optional[str], timeout: float) -> tuple[str, str]:
+    """The child's output once it exits; SlurmCommandError(timeout | interrupted) otherwise."""
+    start = time.monotonic()
+    interrupted_at: Optional[float] = None
+    while True:
+        try:
+            return proc.communicate(stdin, timeout=POLL_S)  # a retry loses no output (subprocess docs)
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if now - start >= timeout:
+            _kill(proc)
+            raise SlurmCommandError("timeout", argv, seconds=timeout)
+        if interrupted_at is None and interrupt_pending():
+            interrupted_at = now
+        if interrupted_at is not None and now - interrupted_at >= INTERRUPT_GRACE_S:
+            _kill(proc)
+            raise SlurmCommandError("interrupted", argv, seconds=now - start)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL to the child's whole session (the signals the gate defers are blocked in it: its
+    mask is ours), then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    try:
+        proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        pass
 
 
 def run_slurm(
@@ -129,8 +216,33 @@ def slurm_reason(output: str) -> str:
     return chosen.replace("Batch job submission failed: ", "")
 
 
-def submission_error(output: str) -> SubmissionError:
-    return SubmissionError("executors.submit_refused", raw_output=output, reason=slurm_reason(output))
+def submission_error(output: str, returncode: int = 1) -> SubmissionError:
+    """A failed submission, classified: `executors.submit_refused` only where the controller
+    refused (an invalid partition, a node configuration that is not available, an account, QOS
+    or limit refused, ...: the job does not exist); `executors.submit_indefinite` where sbatch
+    could not get an answer (NO_ANSWER), was killed by a signal (negative `returncode`) or said
+    nothing: the job may exist. The raw output is kept on the error either way."""
+    if indefinite_answer(output, returncode):
+        reason = slurm_reason(output) if output.strip() else f"exit status {returncode}"
+        return SubmissionError(INDEFINITE, raw_output=output, reason=reason)
+    return SubmissionError(REFUSED, raw_output=output, reason=slurm_reason(output))
+
+
+def indefinite_answer(output: str, returncode: int = 1) -> bool:
+    """Whether a failed submission's answer leaves it open whether the job exists."""
+    if returncode < 0 or not output.strip():
+        return True
+    text = output.lower()
+    return any(phrase in text for phrase in NO_ANSWER)
+
+
+def no_answer_error(exc: SlurmCommandError) -> UserError:
+    """A submission command that gave no answer: a timeout or an interrupt may have reached the
+    controller first (indefinite); a command that is missing or could not start sent nothing."""
+    if exc.kind in ("timeout", "interrupted"):
+        what = exc.user_error().render("en")
+        return SubmissionError(INDEFINITE, raw_output=str(exc), reason=what)
+    return exc.user_error()
 
 
 def parse_job_id(stdout: str, executor: str = "sbatch") -> str:
@@ -142,12 +254,24 @@ def parse_job_id(stdout: str, executor: str = "sbatch") -> str:
     raise SubmissionError("executors.submit_no_job_id", raw_output=stdout, executor=executor, output=stdout.strip()[:200])
 
 
+def submit(argv: Sequence[str], *, cwd: Path, executor: str = "sbatch",
+           timeout: float = SUBMIT_TIMEOUT_S) -> tuple[str, SlurmResult]:
+    """Run a submission command (sbatch ..., from `cwd`) bounded by `timeout` and by a deferred
+    interrupt (call); returns (job id, the answer). Every failure is a one-line UserError, a
+    SubmissionError classified as refused or indefinite (submission_error, no_answer_error)."""
+    try:
+        proc = call(argv, cwd=cwd, timeout=timeout)
+    except SlurmCommandError as exc:
+        raise no_answer_error(exc) from None
+    if not proc.ok:
+        raise submission_error(proc.output, proc.returncode)
+    return parse_job_id(proc.stdout, executor), proc
+
+
 def sbatch(script: Path, *, cwd: Path, extra_args: Sequence[str] = ()) -> tuple[str, str]:
     """Submit a script; returns (job id, raw output)."""
-    proc = run_slurm(["sbatch", "--parsable", *extra_args, str(script)], cwd=cwd)
-    if not proc.ok:
-        raise submission_error(proc.output)
-    return parse_job_id(proc.stdout), proc.output
+    job_id, proc = submit(["sbatch", "--parsable", *extra_args, str(script)], cwd=cwd)
+    return job_id, proc.output
 
 
 def job_states(job_ids: Sequence[str]) -> dict[str, str]:

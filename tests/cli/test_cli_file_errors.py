@@ -61,10 +61,10 @@ def test_any_other_file_system_failure_is_one_line_exit_1(capsys, monkeypatch, t
 @pytest.mark.parametrize("executor", ["sbatch", "nemo-run", "submitit"])
 def test_an_unwritable_script_dir_stops_before_anything_is_submitted(executor):
     import plan_fixtures as pf
-    from mbridge_launch.executors.launch import submit_plan
+    from mbridge_launch.executors.launch import render_plan, schedule
 
     with pytest.raises(UserError) as caught:
-        submit_plan(pf.single_node_h100(), executor, MISSING_PARENT)
+        schedule(render_plan(pf.single_node_h100(), executor, MISSING_PARENT))
     assert caught.value.render("en") == f"cannot write {MISSING_PARENT}: No such file or directory"
 
 

@@ -15,7 +15,7 @@ import pytest
 import plan_fixtures as pf
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.executors import BUILTINS, get_executor
-from mbridge_launch.executors.launch import submit_plan
+from mbridge_launch.executors.launch import render_plan, schedule
 
 pytestmark = pytest.mark.usefixtures("english")
 
@@ -79,7 +79,7 @@ def test_hostile_values_reach_the_trainer_verbatim(executor, slurm_cluster, slur
     monkeypatch.chdir(shared_dir)
     plan, save = hostile_plan(shared_dir, standin_entry, executor)
     (shared_dir / "cwd").mkdir()
-    job_id = submit_plan(plan, executor, shared_dir / "work").job_ids[0]
+    job_id = schedule(render_plan(plan, executor, shared_dir / "work")).job_ids[0]
     state = slurm_cluster.wait(job_id, timeout=150)
     assert state == "COMPLETED", state
     records = [json.loads(p.read_text()) for p in sorted(report.glob("rank-*.json"))]

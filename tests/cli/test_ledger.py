@@ -525,7 +525,7 @@ def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shar
     db = tmp_path / "l.db"
     code = textwrap.dedent(f"""
         import os
-        from mbridge_launch.executors.launch import submit_plan
+        from mbridge_launch.executors.launch import render_plan, schedule
         from mbridge_launch.runs.ledger import Ledger, plan_save_dir
         from mbridge_launch.plan.model import load_plan
         plan = load_plan({str(plan_path)!r})
@@ -534,7 +534,7 @@ def test_e2e_kill_between_ledger_write_and_sbatch(slurm_env, slurm_cluster, shar
                                       executor="sbatch", work_dir={str(shared_dir)!r},
                                       save_dir=plan_save_dir(plan, {str(shared_dir)!r}))
         if {killed!r} == "after_sbatch":  # with the token in the job's comment, as the gate passes it
-            submit_plan(plan, "sbatch", {str(shared_dir)!r}, job_token=run.job_token)
+            schedule(render_plan(plan, "sbatch", {str(shared_dir)!r}), run.job_token)
         os.kill(os.getpid(), 9)
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -295,7 +295,7 @@ def test_the_watchers_resubmission_passes_through_the_policy(setup, monkeypatch)
             monkeypatch.setenv(key, value)
     monkeypatch.chdir(setup.proj)
     scheduler = FakeScheduler()
-    monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
+    scheduler.install(monkeypatch)
     with Ledger.open(setup.state / "ledger.sqlite3") as ledger:
         run = ledger.get_run("pf-valid")
         with pytest.raises(CheckFailed) as info:

@@ -14,7 +14,7 @@ import pytest
 
 import plan_fixtures as pf
 from mbridge_launch.executors import BUILTINS
-from mbridge_launch.executors.launch import submit_plan
+from mbridge_launch.executors.launch import render_plan, schedule
 from mbridge_launch.plan.model import Plan, save_plan
 from mbridge_launch.plan.trainer_args import recipe_selector
 
@@ -45,7 +45,7 @@ def test_two_nodes_sixteen_ranks_complete(executor, slurm_cluster, slurm_env, st
     report = shared_dir / "report"
     monkeypatch.setenv("MBL_STANDIN_REPORT_DIR", str(report))
     plan = cluster_plan(shared_dir, standin_entry)
-    submitted = submit_plan(plan, executor, shared_dir / "work")
+    submitted = schedule(render_plan(plan, executor, shared_dir / "work"))
     job_id = submitted.job_ids[0]
     state = slurm_cluster.wait(job_id, timeout=150)
     assert state == "COMPLETED", _all_logs(shared_dir)[-3000:]
@@ -95,7 +95,7 @@ def test_wrong_gpu_type_fails_in_the_node_check(executor, slurm_cluster, slurm_e
     report = shared_dir / "report"
     monkeypatch.setenv("MBL_STANDIN_REPORT_DIR", str(report))
     plan = cluster_plan(shared_dir, standin_entry, partition="gb200", gpus_per_node=4, gpu_type="h100")
-    job_id = submit_plan(plan, executor, shared_dir / "work").job_ids[0]
+    job_id = schedule(render_plan(plan, executor, shared_dir / "work")).job_ids[0]
     assert slurm_cluster.wait(job_id, timeout=120) == "FAILED"
     logs = _all_logs(shared_dir)
     # either node may fail first, and srun then ends the other before it prints: any node's line will do
@@ -111,7 +111,7 @@ def test_missing_gpu_fails_in_the_node_check(slurm_cluster, slurm_env, standin_e
     monkeypatch.setenv("PATH", f"{slurm_cluster.fake_bin}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_NVIDIA_SMI_COUNT", "7")
     plan = cluster_plan(shared_dir, standin_entry, env=("PATH", "FAKE_NVIDIA_SMI_COUNT"))
-    job_id = submit_plan(plan, "sbatch", shared_dir / "work").job_ids[0]
+    job_id = schedule(render_plan(plan, "sbatch", shared_dir / "work")).job_ids[0]
     assert slurm_cluster.wait(job_id, timeout=120) == "FAILED"
     logs = _all_logs(shared_dir)
     # any node of the partition may be allocated (other tests share the cluster)
@@ -133,9 +133,9 @@ def test_single_node_torchrun_shape_runs(executor, slurm_cluster, slurm_env, sta
     monkeypatch.setenv("PYTHONPATH", str(STANDIN_TORCH))
     plan = pf.with_changes(cluster_plan(shared_dir, standin_entry, env=("PYTHONPATH",)),
                            cluster={"nodes": 1}, launch={"shape": "torchrun"}, parallelism={"dp": 8})
-    rendered = submit_plan(plan, executor, shared_dir / "render", dry_run=True)
+    rendered = render_plan(plan, executor, shared_dir / "render")
     assert "torch.distributed.run --standalone --nproc_per_node=8" in rendered.text
-    job_id = submit_plan(plan, executor, shared_dir / "work").job_ids[0]
+    job_id = schedule(render_plan(plan, executor, shared_dir / "work")).job_ids[0]
     assert slurm_cluster.wait(job_id, timeout=150) == "COMPLETED", _all_logs(shared_dir)[-3000:]
     records = [json.loads(p.read_text()) for p in sorted(report.glob("rank-*.json"))]
     assert sorted(r["rank"] for r in records) == list(range(8))
@@ -145,3 +145,48 @@ def test_single_node_torchrun_shape_runs(executor, slurm_cluster, slurm_env, sta
         assert r["status"] == "completed"
     assert (shared_dir / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
     assert re.search(r"node check h100-\d: 8 x h100 GPUs", _all_logs(shared_dir))
+
+
+# ------------------------------------------------------------------ the executor submits what it rendered
+def one_node_plan(base: Path, entry: list[str]) -> Plan:
+    return pf.with_changes(cluster_plan(base, entry), cluster={"nodes": 1}, parallelism={"dp": 8})
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_the_job_slurm_received_is_the_rendered_one(executor, slurm_cluster, slurm_env, standin_entry, shared_dir,
+                                                     monkeypatch):
+    """render(plan, script_dir) then schedule(rendered, token): the batch script Slurm stored
+    (`scontrol write batch_script`) is the Rendered text byte for byte, from the rendered path
+    (NeMo-Run: the experiment id chosen at render, in every path; no new one), every rendered
+    file is on disk as shown, the token is the job's comment, sbatch ran from the script directory
+    and the process's working directory never changed (directories are passed, not chdir'ed)."""
+    import subprocess
+
+    monkeypatch.setenv("MBL_STANDIN_REPORT_DIR", str(shared_dir / "report"))
+    elsewhere = shared_dir / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    work = shared_dir / "work"
+    rendered = render_plan(one_node_plan(shared_dir, standin_entry), executor, work)
+    assert rendered.script_dir == work and rendered.files and rendered.script_path is not None
+    submitted = schedule(rendered, "mbl-token-e2e-" + executor)
+    assert Path.cwd() == elsewhere
+    [job_id] = submitted.job_ids
+    try:
+        stored = subprocess.run(["scontrol", "write", "batch_script", job_id, "-"], capture_output=True, text=True,
+                                env=slurm_cluster.env, timeout=30)
+        assert stored.returncode == 0, stored.stderr
+        assert stored.stdout == rendered.text
+        job = slurm_cluster.scontrol_job(job_id)
+        assert job["Comment"] == "mbl-token-e2e-" + executor
+        assert job["Command"] == str(rendered.script_path)
+        assert job["WorkDir"] == str(work)  # the Plan has no launch.workdir: the job starts in the script dir
+        for path, text in rendered.files.items():
+            assert Path(path).read_text() == text, path
+        if executor == "nemo-run":
+            experiment_id = rendered.choices["experiment_id"]
+            assert f"/{experiment_id}/" in str(submitted.script_path) and f"/{experiment_id}/" in job["StdOut"]
+            assert submitted.script_path == rendered.script_path
+        assert slurm_cluster.wait(job_id, timeout=150) == "COMPLETED", _all_logs(shared_dir)[-3000:]
+    finally:
+        slurm_cluster.cancel(job_id)

@@ -430,7 +430,7 @@ def parent_run(tmp_path, monkeypatch):
     from plan_fixtures import with_changes
 
     scheduler = FakeScheduler()
-    monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
+    scheduler.install(monkeypatch)
     plan = with_changes(single_node_h100(), checkpoint={"save": str(tmp_path / "ckpt"), "load": None},
                         auto_rollback=AutoRollback(enabled=True).model_dump())
     ledger = L.Ledger.open(tmp_path / "ledger.sqlite3")
@@ -500,7 +500,7 @@ def test_an_accepted_estimate_passes_the_gate_and_is_recorded(tmp_path, monkeypa
         return Report(apply_acceptances([Check("plan.memory_oom", "error", text="OOM (fake)")], p.accepted_checks))
 
     scheduler = FakeScheduler()
-    monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
+    scheduler.install(monkeypatch)
     monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight)
     with L.Ledger.open(tmp_path / "ledger.sqlite3") as ledger:
         result = submit_gated(plan, GateOptions(yes=True, script_dir=tmp_path, ledger=ledger, out=io.StringIO(),

@@ -14,7 +14,7 @@ import pytest
 
 import plan_fixtures as pf
 from mbridge_launch.executors import BUILTINS
-from mbridge_launch.executors.launch import submit_plan
+from mbridge_launch.executors.launch import render_plan, schedule
 from mbridge_launch.plan.model import Plan
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("english")]
@@ -59,7 +59,7 @@ def test_unmounted_trainer_fails_and_mounted_one_checkpoints(executor, slurm_clu
     fixed_dir.mkdir()
     # only the run's own directory is mounted: the trainer (in the repository) is not in the image
     broken = pf.with_changes(container_plan(broken_dir, [broken_dir]), top={"name": f"ctr-broken-{executor}"})
-    job = submit_plan(broken, executor, broken_dir / "work").job_ids[0]
+    job = schedule(render_plan(broken, executor, broken_dir / "work")).job_ids[0]
     assert slurm_cluster.wait(job, timeout=90) == "FAILED", _logs(broken_dir)[-3000:]
     logs = _logs(broken_dir)
     # python's own error from inside the image (the sbatch adapter's srun resolves /usr/bin/python3)
@@ -68,7 +68,7 @@ def test_unmounted_trainer_fails_and_mounted_one_checkpoints(executor, slurm_clu
 
     # the fix the preflight names: mount the trainer's directory too
     fixed = pf.with_changes(container_plan(fixed_dir, [fixed_dir, TESTS_DIR]), top={"name": f"ctr-fixed-{executor}"})
-    submitted = submit_plan(fixed, executor, fixed_dir / "work")
+    submitted = schedule(render_plan(fixed, executor, fixed_dir / "work"))
     state = slurm_cluster.wait(submitted.job_ids[0], timeout=90)
     assert state == "COMPLETED", _logs(fixed_dir)[-3000:]
     ckpt = fixed_dir / "ckpt"

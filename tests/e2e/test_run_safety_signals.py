@@ -25,7 +25,7 @@ import pytest
 from gate_fixtures import unique, write_plan
 from mbridge_launch.base import slurm_time
 from mbridge_launch.executors import BUILTINS
-from mbridge_launch.executors.launch import submit_plan
+from mbridge_launch.executors.launch import render_plan, schedule
 from mbridge_launch.plan.model import Plan, load_plan
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("english")]
@@ -101,8 +101,8 @@ def signalled(base_plan, slurm_cluster, _shared_root) -> dict[str, Run]:
         env.setenv("MBL_SLURM_DIR", str(slurm_cluster.dir))
         try:
             for run in runs.values():
-                run.rendered = submit_plan(run.plan, run.executor, run.shared / "render", dry_run=True).text
-                run.job = submit_plan(run.plan, run.executor, run.shared / "work").job_ids[0]
+                run.rendered = render_plan(run.plan, run.executor, run.shared / "render").text
+                run.job = schedule(render_plan(run.plan, run.executor, run.shared / "work")).job_ids[0]
             for run in runs.values():
                 _wait_iterations(run, 3, timeout=90)
                 _shorten(slurm_cluster, run)

@@ -28,7 +28,10 @@ def resubmit_skipping_batch(ledger, run, to_iter, trigger, submit=None):
     """A resubmission hook WITHOUT the gate's preflight and card (the watcher's loop is under test
     here, the gate in test_gate.py): the ledger before and after the scheduler call, as a child."""
     if submit is None:
-        from mbridge_launch.executors.launch import submit_plan as submit
+        from mbridge_launch.executors.launch import render_plan, schedule
+
+        def submit(plan, executor, work_dir):
+            return schedule(render_plan(plan, executor, work_dir))
     plan = auto_rollback_plan(run.plan(), to_iter, trigger)
     with ledger.submission(name=run.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(), executor=run.executor,
                            plan_path=None, cluster=run.cluster, job_name=run.job_name, work_dir=run.work_dir,
@@ -207,13 +210,13 @@ def test_watch_command(tmp_path, mbl):
 
 # ---------------------------------------------------------------------- end to end on Slurm
 def submit_recorded(ledger: L.Ledger, plan, workdir: Path) -> L.RunRecord:
-    """Submission recorded like the gate does (write before and after), through submit_plan
-    directly: the gate is not part of these tests."""
-    from mbridge_launch.executors.launch import submit_plan
+    """Submission recorded like the gate does (write before and after), through the executor's
+    render and schedule directly: the gate is not part of these tests."""
+    from mbridge_launch.executors.launch import render_plan, schedule
 
     with ledger.submission(name=plan.name, plan_hash=plan.plan_hash(), plan_yaml=plan.to_yaml(), executor="sbatch",
                            work_dir=str(workdir), save_dir=L.plan_save_dir(plan, workdir)) as sub:
-        return sub.done(submit_plan(plan, "sbatch", workdir))
+        return sub.done(schedule(render_plan(plan, "sbatch", workdir)))
 
 
 @pytest.mark.slurm

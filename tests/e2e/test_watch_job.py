@@ -168,7 +168,7 @@ def test_recommend_records_the_watcher_partition_in_the_plan(tmp_path, mbl):
 def gate_fakes(tmp_path, monkeypatch):
     """The scheduler and preflight faked (gate_fixtures.FakeScheduler), Slurm's commands faked."""
     scheduler = FakeScheduler()
-    monkeypatch.setattr("mbridge_launch.executors.launch.submit_plan", scheduler)
+    scheduler.install(monkeypatch)
     monkeypatch.setattr("mbridge_launch.preflight.runner.run_preflight", preflight_with())
     return scheduler
 

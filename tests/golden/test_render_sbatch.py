@@ -211,7 +211,8 @@ def test_sbatch_refusal_becomes_submission_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     plan = pf.with_changes(pf.moe_ep(), launch={"log_dir": str(tmp_path / "logs")})
     with pytest.raises(UserError) as err:
-        get_executor("sbatch").submit(plan, tmp_path)
+        executor = get_executor("sbatch")
+        executor.schedule(executor.render(plan, tmp_path))
     assert err.value.exit_code == 4
     assert err.value.render("en") == "Slurm refused the job: Requested node configuration is not available"
     assert "Batch job submission failed" in err.value.raw_output

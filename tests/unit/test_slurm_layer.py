@@ -85,3 +85,112 @@ def test_one_slurm_time_grammar(text, seconds, minutes):
             submitit_adapter.slurm_time_minutes(text)
     else:
         assert submitit_adapter.slurm_time_minutes(text) == minutes
+
+
+# ------------------------------------------------------------------ definite vs indefinite answers
+@pytest.mark.parametrize("stderr", [
+    "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+    "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+    "sbatch: error: slurm_persist_conn_open_without_init: failed to open persistent connection: Connection refused",
+    "sbatch: error: Batch job submission failed: Zero Bytes were transmitted or received",
+    "sbatch: error: Batch job submission failed: Transport endpoint is not connected",
+    "sbatch: error: Batch job submission failed: Communication connection failure",
+])
+def test_no_answer_from_the_controller_is_indefinite(stderr):
+    err = slurm_cli.submission_error(stderr + "\n")
+    assert err.key == "executors.submit_indefinite" and err.exit_code == 4 and err.raw_output == stderr + "\n"
+    text = err.render("en")
+    assert text.startswith("Slurm did not answer the submission (") and "the job may exist" in text
+
+
+@pytest.mark.parametrize("stderr, reason", [
+    ("sbatch: error: Batch job submission failed: Invalid partition name specified", "Invalid partition name specified"),
+    ("sbatch: error: Batch job submission failed: Requested node configuration is not available",
+     "Requested node configuration is not available"),
+    (("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size "
+      "and/or time limits)"), "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"),
+    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+     "Invalid account or account/partition combination specified"),
+])
+def test_a_refusal_by_the_controller_is_definite(stderr, reason):
+    err = slurm_cli.submission_error(stderr + "\n")
+    assert err.key == "executors.submit_refused" and err.render("en") == f"Slurm refused the job: {reason}"
+
+
+def test_a_killed_or_silent_sbatch_is_indefinite():
+    assert slurm_cli.submission_error("", returncode=1).key == "executors.submit_indefinite"
+    killed = slurm_cli.submission_error("sbatch: error: Invalid partition name specified\n", returncode=-9)
+    assert killed.key == "executors.submit_indefinite"
+
+
+def test_a_submission_that_times_out_is_indefinite_and_its_child_is_gone(tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    sbatch = fake(tmp_path, "sbatch", f"sleep 300 & echo $! > {marker}; wait\n")
+    with pytest.raises(SubmissionError) as err:
+        slurm_cli.submit([sbatch, "job.sh"], cwd=tmp_path, timeout=1)
+    assert err.value.key == "executors.submit_indefinite" and "did not answer within 1 s" in err.value.render("en")
+    _assert_gone(int(marker.read_text()))
+
+
+def _assert_gone(pid: int) -> None:
+    """The process was killed with its session (a wrapper's own children too): it no longer runs
+    (a zombie waiting for init counts as gone)."""
+    import time
+
+    for _ in range(50):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"process {pid} still runs")
+
+
+# ------------------------------------------------------------------ an interrupt inside the gate's window
+@pytest.mark.parametrize("sent_from", ["this thread", "another thread"])
+def test_a_deferred_interrupt_stops_a_hanging_submission_within_seconds(tmp_path, sent_from):
+    """Ctrl-C while sbatch hangs (a stopped controller): the blocked SIGINT is seen pending
+    (sigpending), or recorded by the window's handler when another thread takes it; sbatch gets
+    its grace, is killed, the submission is indefinite, and the Ctrl-C takes effect after the
+    window. Before the fix the call waited for sbatch's own timeout (60 s here)."""
+    import signal
+    import threading
+    import time
+
+    from mbridge_launch.base.signals import deferred_signals
+
+    marker = tmp_path / "sbatch.pid"
+    sbatch = fake(tmp_path, "sbatch", f"echo $$ > {marker}; sleep 300\n")
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_signals():
+            if sent_from == "this thread":
+                os.kill(os.getpid(), signal.SIGINT)
+            else:
+                timer.start()
+            with pytest.raises(SubmissionError) as err:
+                slurm_cli.submit([sbatch, "job.sh"], cwd=tmp_path, timeout=60)
+    if sent_from == "another thread":
+        timer.join()
+    assert time.monotonic() - started < 5 + slurm_cli.INTERRUPT_GRACE_S  # the issue's bound, with margin
+    assert err.value.key == "executors.submit_indefinite"
+    assert "was stopped by an interrupt" in err.value.render("en")
+    _assert_gone(int(marker.read_text()))
+
+
+def test_a_deferred_interrupt_lets_a_prompt_sbatch_answer(tmp_path):
+    """A Ctrl-C while a healthy sbatch runs: it gets its grace, answers, and its job id is
+    recorded (an interrupt must not turn a known job into an unknown one)."""
+    import signal
+
+    from mbridge_launch.base.signals import deferred_signals
+
+    sbatch = fake(tmp_path, "sbatch", "sleep 0.5; echo 4242\n")
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_signals():
+            os.kill(os.getpid(), signal.SIGINT)
+            job_id, answer = slurm_cli.submit([sbatch, "job.sh"], cwd=tmp_path)
+    assert job_id == "4242" and answer.ok

@@ -68,8 +68,7 @@ def _dry_run(plan, args, plan_text: str) -> int:  # noqa: ANN001
 
     from mbridge_launch.base.output import print_json
     from mbridge_launch.base.quoting import sh_join
-    from mbridge_launch.executors.base import Rendered
-    from mbridge_launch.executors.launch import submit_plan
+    from mbridge_launch.executors.launch import render_plan
     from mbridge_launch.preflight.render import render_text
     from mbridge_launch.preflight.runner import run_preflight
 
@@ -82,8 +81,7 @@ def _dry_run(plan, args, plan_text: str) -> int:  # noqa: ANN001
                            save_dir_ownership=preflight_callback(args.ledger, ask_slurm=not args.no_cluster_checks),
                            gpu_hours_used=usage_callback(args.ledger))
     verdict, would_submit = _verdict(report, bool(args.force and (args.reason or "").strip()))
-    result = submit_plan(plan, args.executor, script_dir, dry_run=True)
-    assert isinstance(result, Rendered)  # dry_run=True renders, never submits
+    result = render_plan(plan, args.executor, script_dir)  # what the gate shows and schedules
     code = 0 if would_submit else 1
     if args.format == "json":
         print_json({"executor": result.executor, "submit_command": result.submit_command,
