@@ -10,7 +10,9 @@ The child's environment is the test process's, with:
 - `lang="en"` (default): MBRIDGE_LAUNCH_LANG=en, so message text is English whatever the locale;
   `lang="zh"` likewise; `lang=None`: MBRIDGE_LAUNCH_LANG removed and LANG=C.UTF-8, so the language
   comes from the locale (which `env` may set, e.g. {"LANG": "zh_CN.UTF-8"});
-- then `env` on top; a value of None removes that variable.
+- then `env` on top; a value of None removes that variable;
+- tests/fault_hooks first on PYTHONPATH: its sitecustomize.py turns the crash-safety tests'
+  variables (MBL_GATE_CRASH_AFTER, ...) into fault hooks; the installed product reads none of them.
 stdin is /dev/null unless `input` is given (no command may wait for a terminal); the working
 directory is the repository root unless `cwd` is given.
 """
@@ -28,6 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CLI: tuple[str, ...] = (sys.executable, "-m", "mbridge_launch")
 DEFAULT_TIMEOUT = 120.0
+FAULT_HOOKS = ROOT / "tests" / "fault_hooks"  # sitecustomize.py: the tests' fault switches
 
 
 class CliResult(subprocess.CompletedProcess):
@@ -56,6 +59,7 @@ def cli_env(env: Mapping[str, str | None] | None = None, *, lang: str | None = "
             full.pop(key, None)
         else:
             full[key] = value
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (str(FAULT_HOOKS), full.get("PYTHONPATH")) if p)
     return full
 
 

@@ -58,7 +58,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from mbridge_launch.base.i18n import t
 
@@ -66,14 +66,30 @@ PARTITION_ENV = "MBRIDGE_LAUNCH_WATCHER_PARTITION"  # recommend's default for --
 POLL_ENV = "MBRIDGE_LAUNCH_WATCHER_POLL"  # seconds between log reads (Slurm is asked every 6 polls)
 DEFAULT_POLL_S = 5.0
 JOB_SUFFIX = "-watch"
-# What `mbridge-launch watch --in-job` (and the gate it resubmits through) reads from its
-# environment: the interpreter and its packages, home and caches, language, the Slurm config.
-WATCHER_ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "SLURM_CONF",
-                     "VIRTUAL_ENV", "PYTHONPATH", "XDG_STATE_HOME", "XDG_CACHE_HOME")
-# Families taken by the names present at submission: locale, the tool's own settings, its
-# fault-injection knobs (MBL_*: gate, rollback journal) that the resubmission path reads.
-WATCHER_ENV_PREFIXES = ("LC_", "MBRIDGE_LAUNCH_", "MBL_")
-
+# Every variable `mbridge-launch watch --in-job` (and the gate, preflight and executor it
+# resubmits through) reads, by name; nothing is taken by a name family (a fault-injection knob or
+# a token that happens to start like the tool's own names stays on the login node):
+# - running Python and Slurm's clients: PATH, VIRTUAL_ENV, PYTHONPATH, HOME, USER, LOGNAME, TMPDIR,
+#   TZ, SLURM_CONF;
+# - the language (base/i18n.py): MBRIDGE_LAUNCH_LANG, LC_ALL, LC_MESSAGES, LANG, LANGUAGE;
+#   MBRIDGE_LAUNCH_STRICT_MESSAGES;
+# - where the tool keeps its files (base/paths.py, policy/files.py, runs/ledger.py):
+#   XDG_STATE_HOME, XDG_CACHE_HOME, XDG_CONFIG_HOME, MBRIDGE_LAUNCH_STATE_DIR, MBRIDGE_LAUNCH_CACHE_DIR,
+#   MBRIDGE_LAUNCH_LEDGER_BUSY_MS;
+# - what a resubmission checks and obeys as a submission from the login node would:
+#   MBRIDGE_LAUNCH_SITE_POLICY (policy/files.py), MBRIDGE_LAUNCH_SHARED_PREFIXES (preflight/storage.py),
+#   MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS (gate/submit.py), NEMORUN_HOME (executors/nemo_run.py);
+# - the successor watcher's poll interval (watcher_command): MBRIDGE_LAUNCH_WATCHER_POLL;
+# - MBRIDGE_LAUNCH_DEBUG: a traceback in the watcher's log when asked for.
+# Not taken: MBRIDGE_LAUNCH_LEDGER (the job is given --ledger), MBRIDGE_LAUNCH_WATCHER_PARTITION
+# (read by recommend only).
+WATCHER_ENV_NAMES = ("PATH", "VIRTUAL_ENV", "PYTHONPATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "SLURM_CONF",
+                     "MBRIDGE_LAUNCH_LANG", "LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE",
+                     "MBRIDGE_LAUNCH_STRICT_MESSAGES",
+                     "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "MBRIDGE_LAUNCH_STATE_DIR",
+                     "MBRIDGE_LAUNCH_CACHE_DIR", "MBRIDGE_LAUNCH_LEDGER_BUSY_MS",
+                     "MBRIDGE_LAUNCH_SITE_POLICY", "MBRIDGE_LAUNCH_SHARED_PREFIXES", "MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS",
+                     "NEMORUN_HOME", POLL_ENV, "MBRIDGE_LAUNCH_DEBUG")
 
 def watcher_command(run_id: int, ledger_path: str | Path) -> list[str]:
     try:
@@ -89,15 +105,13 @@ def may_resubmit(plan: Any) -> bool:
     return plan.auto_rollback.enabled and plan.auto_rollback.max_rollbacks > 0
 
 
-def watcher_export_names(plan: Any, environ: Optional[Mapping[str, str]] = None) -> list[str]:
-    """The --export list of the watcher job: NAMES only (sbatch copies their values)."""
+def watcher_export_names(plan: Any) -> list[str]:
+    """The --export list of the watcher job: NAMES only (sbatch copies their values): the fixed
+    WATCHER_ENV_NAMES, whatever else the submitter's shell holds, and the Plan's own."""
     from mbridge_launch.executors.common import forwarded_env_names
 
-    env = os.environ if environ is None else environ
-    names = list(WATCHER_ENV_NAMES)
-    names += sorted(n for n in env if n.startswith(WATCHER_ENV_PREFIXES))
-    names += plan.cluster.env
-    # a secret is never taken in by a name family (an MBRIDGE_LAUNCH_* token): only by resubmission
+    names = list(WATCHER_ENV_NAMES) + list(plan.cluster.env)  # names only: sbatch skips those unset
+    # a secret is never taken in by a fixed name: only by resubmission
     names = [n for n in names if n not in plan.cluster.secrets]
     if may_resubmit(plan):
         names += forwarded_env_names(plan)

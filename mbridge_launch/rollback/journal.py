@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from mbridge_launch.base.atomic import atomic_write_bytes, fsync_dir
 from mbridge_launch.base.errors import CheckFailed, UserError
+from mbridge_launch.base.faults import fault_point
 from mbridge_launch.base.locks import open_lock, try_lock
 from mbridge_launch.rollback.checkpoints import JOURNAL_NAME
 from mbridge_launch.rollback.journal_check import (
@@ -39,22 +40,12 @@ from mbridge_launch.rollback.journal_check import (
 
 LOCK_NAME = ".mbridge-launch.lock"
 HOLDER_MAX_BYTES = 512
-CRASH_ENV = "MBL_ROLLBACK_CRASH_AFTER"
-PAUSE_ENV = "MBL_ROLLBACK_PAUSE_AFTER"  # with MBL_ROLLBACK_PAUSE_FILE: the concurrency tests' barrier
-PAUSE_FILE_ENV = "MBL_ROLLBACK_PAUSE_FILE"
 
 
 def crash_point(step: str) -> None:
-    """Test hooks: die right after `step` as a kill -9 would (no cleanup, no flush), or pause
-    there (create the pause file, wait until the test deletes it) to hold the lock mid-way."""
-    if os.environ.get(CRASH_ENV) == step:
-        os._exit(137)
-    if os.environ.get(PAUSE_ENV) == step and os.environ.get(PAUSE_FILE_ENV):
-        marker = Path(os.environ[PAUSE_FILE_ENV])
-        marker.write_text(str(os.getpid()))
-        deadline = time.monotonic() + 60
-        while marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+    """The fault point `rollback.<step>`: nothing, unless a crash-safety test installed a hook
+    there (base/faults.py) that dies as a kill -9 would or pauses holding the lock mid-way."""
+    fault_point(f"rollback.{step}")
 
 
 class SaveDirLock:
