@@ -64,8 +64,8 @@ def _submit_like_the_gate(db: str, plan_hash: str, save_dir: str, scheduled: str
     """The gate's sequence: the early check, a slow step (preflight, the confirmation), then the
     serialised part (directory lock, claims again, guarded insert, claim, release), then the
     scheduler. Returns "scheduled" or the refusal's key."""
-    import mbridge_launch.runs.reconcile as R
     import mbridge_launch.runs.ownership as O
+    import mbridge_launch.runs.reconcile as R
 
     R.SacctQuery = lambda *a, **k: NoSlurm()  # no real Slurm in unit tests
     O.claim_job_state.__defaults__ = (NoSlurm(),)
