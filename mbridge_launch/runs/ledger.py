@@ -113,6 +113,20 @@ def _open_error(exc: sqlite3.DatabaseError, path: Path, busy_ms: int) -> UserErr
                                                                          reason=str(exc))
 
 
+def _create_following_umask(path: Path) -> None:
+    """A new ledger file created empty (SQLite's new database) with 0666 less the umask: SQLite
+    itself creates 0644 whatever the umask, so a group-shared ledger (umask 002) came out
+    unwritable by the group. Its journal and WAL files take the database file's mode."""
+    from mbridge_launch.base.atomic import create_new_file
+
+    if os.path.lexists(path):
+        return
+    try:
+        create_new_file(path)
+    except OSError:
+        pass  # sqlite3.connect reports what is wrong with the place, as it always did
+
+
 @dataclass
 class Ledger:
     path: Path
@@ -145,6 +159,7 @@ class Ledger:
             read_only.close()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            _create_following_umask(path)
             conn = sqlite3.connect(str(path), timeout=busy_ms / 1000, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise UserError("ledger.cannot_open", path=str(path), reason=str(exc)) from None
