@@ -715,12 +715,11 @@ def rewrite_plan(path: str | Path, before: Plan, after: Plan) -> Rewritten:
     from mbridge_launch.base.errors import writable
 
     target = Path(path)
-    text = _edited_plan_text(target, before, after)
-    kept = text is not None
+    edited = _edited_plan_text(target, before, after)
+    text = edited if edited is not None else after.to_yaml()
     with writable(target):
-        backup = replace_keeping_backup(target, (text if kept else after.to_yaml()).encode("utf-8"),
-                                        "plan", PLAN_MAX_BYTES)
-    return Rewritten(path=target, backup=backup, kept_layout=kept)
+        backup = replace_keeping_backup(target, text.encode("utf-8"), "plan", PLAN_MAX_BYTES)
+    return Rewritten(path=target, backup=backup, kept_layout=edited is not None)
 
 
 def _edited_plan_text(path: Path, before: Plan, after: Plan) -> Optional[str]:
