@@ -90,9 +90,10 @@ def existing_ancestor(path: Path) -> Path:
 
 
 def mount_of(path: Path, table: tuple[Mount, ...] | None = None) -> Mount | None:
-    """The mount holding `path` (resolved; a path not created yet: its nearest existing ancestor):
-    the longest mount point above it, the later of two on the same point."""
-    real = os.path.realpath(existing_ancestor(path))
+    """The mount holding `path` (its links resolved; the part not created yet kept as written, so
+    it lands on the mount of its nearest existing ancestor): the longest mount point above it, the
+    later of two on the same point."""
+    real = os.path.realpath(os.path.abspath(path))
     best: Mount | None = None
     for mount in mounts() if table is None else table:
         point = mount.mount_point.rstrip("/") or "/"

@@ -118,7 +118,7 @@ def _table_rows(conn: sqlite3.Connection, table: str, report: Recovery) -> list[
             continue
         if row is not None:
             rows[rowid] = dict(row)
-    if not rows and unreadable == top:
+    if top and not rows and unreadable == top:
         report.tables_lost.append(table)
     report.lost += unreadable
     return _without_rowid(rows)
