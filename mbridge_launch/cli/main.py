@@ -219,15 +219,20 @@ def _flushed(code: int) -> int:
 
 
 def _stdout_lost(exc: BaseException) -> int:
-    """stdout is gone (EPIPE) or full (ENOSPC): one line on stderr, exit 1. stdout is pointed at
-    /dev/null so that the interpreter's flush at exit does not print 'Exception ignored' and
-    exit 120 (Python's documented handling of SIGPIPE/BrokenPipeError)."""
+    """stdout is gone (EPIPE) or full (ENOSPC): exit 1. stdout is pointed at /dev/null so that the
+    interpreter's flush at exit does not print 'Exception ignored' and exit 120 (Python's
+    documented handling of SIGPIPE/BrokenPipeError). A reader that went away (`| head` has seen
+    enough) is told nothing: it asked for no more; a full device gets one line on stderr."""
+    import errno
+
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no real file descriptor (a test's capture)
         pass
+    if isinstance(exc, BrokenPipeError) or getattr(exc, "errno", None) == errno.EPIPE:
+        return EXIT_CHECK_FAILED
     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     _say(t("error.prefix", message=t("output.lost", reason=one_line(reason))))
     return EXIT_CHECK_FAILED
