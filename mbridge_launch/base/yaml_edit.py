@@ -81,8 +81,11 @@ def _edit_mapping(node: Any, before: dict, after: dict, yaml: Any) -> None:
         keys = list(node)
         lines = _take_slot(node, key)
         del node[key]
-        if keys.index(key) > 0:  # the lines before the next key stay before it
-            _put_slot(node, keys[keys.index(key) - 1], lines)
+        at = keys.index(key)
+        if at > 0:  # the lines before the next key stay before it
+            _put_slot(node, keys[at - 1], lines)
+        elif lines is not None and len(keys) > 1:  # the first key went: they go before the new first
+            _put_before(node, keys[1], lines)
     previous = None  # the last key of `after` that the file has: a new key goes after it
     for key, value in after.items():
         old = before.get(key, _MISSING)
@@ -180,6 +183,12 @@ def _put_slot(container: Any, key: Any, lines: Optional[str]) -> None:
         entry[index].value = entry[index].value + lines
     else:
         entry[index] = CommentToken("\n" + lines, CommentMark(0), None)
+
+
+def _put_before(mapping: Any, key: Any, lines: str) -> None:
+    """Comment lines above `key`, the first key of `mapping` (ruamel writes them with '# ')."""
+    text = [line.strip()[1:].removeprefix(" ") if line.strip() else "" for line in lines.rstrip("\n").split("\n")]
+    mapping.yaml_set_comment_before_after_key(key, before="\n".join(text), indent=getattr(mapping.lc, "col", 0) or 0)
 
 
 def _take_trailing(container: Any) -> Optional[str]:

@@ -227,3 +227,16 @@ def test_the_header_names_the_new_hash(base_data, tmp_path):
     first = path.read_text().splitlines()[0]
     assert re.fullmatch(r"# mbridge-launch plan [0-9a-f]{16} \(edit freely; validated on load\)", first)
     assert new.plan_hash() in first and plan.plan_hash() not in first
+
+
+@pytest.mark.parametrize(("after", "expected"), [
+    ({"a": [1, 2], "b": "x"}, "a:\n- 1\n- 2  # two\n# before b\nb: x\n"),  # a list shrinks
+    ({"a": [1, 2, 3, 4], "b": "x"}, "a:\n- 1\n- 2  # two\n- 3\n- 4\n# before b\nb: x\n"),  # a list grows
+    ({"a": "one", "b": "x"}, "a: one\n# before b\nb: x\n"),  # a list becomes a scalar
+    ({"b": "x"}, "# before b\nb: x\n"),  # the first key goes
+])
+def test_the_comment_lines_before_a_key_stay_before_it(after, expected):
+    """ruamel files the lines between two keys under the last value before them: a value that
+    grows, shrinks, is replaced or removed must not carry them off."""
+    text = "a:\n- 1\n- 2  # two\n- 3\n# before b\nb: x\n"
+    assert edit_yaml_text(text, "x.yaml", {"a": [1, 2, 3], "b": "x"}, after) == expected
