@@ -194,3 +194,43 @@ def test_a_deferred_interrupt_lets_a_prompt_sbatch_answer(tmp_path):
             os.kill(os.getpid(), signal.SIGINT)
             job_id, answer = slurm_cli.submit([sbatch, "job.sh"], cwd=tmp_path)
     assert job_id == "4242" and answer.ok
+
+
+@pytest.mark.parametrize("executor", ["sbatch", "nemo-run", "submitit"])
+def test_every_executor_schedules_through_the_bounded_call(executor, tmp_path, monkeypatch):
+    """NeMo-Run and submitit run sbatch through their own code (invoke, subprocess): their call
+    goes through the Slurm layer too, so a Ctrl-C in the gate's window stops a hanging sbatch
+    within seconds in every executor, and the answer is indefinite (the job may exist)."""
+    import signal
+    import threading
+    import time
+
+    import plan_fixtures as pf
+    from mbridge_launch.base.signals import deferred_signals
+    from mbridge_launch.executors.launch import render_plan, schedule
+
+    pytest.importorskip({"sbatch": "jinja2", "nemo-run": "nemo_run", "submitit": "submitit"}[executor])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch-calls"
+    # submitit's `sbatch --test-only` is answered (the controller would); the submission hangs
+    fake(bin_dir, "sbatch", f'case " $* " in *" --test-only "*) exit 0;; esac\necho "$PWD $*" >> {calls}; sleep 300\n')
+    fake(bin_dir, "srun", "exit 0\n")  # submitit wants one on PATH to build its executor
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.delenv("NEMORUN_HOME", raising=False)
+    plan = pf.with_changes(pf.moe_ep(), launch={"log_dir": str(tmp_path / "logs"), "workdir": None},
+                           cluster={"container_image": None})
+    work = tmp_path / "work"
+    rendered = render_plan(plan, executor, work)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_signals():
+            timer.start()
+            with pytest.raises(SubmissionError) as err:
+                schedule(rendered, "tok-123")
+    timer.join()
+    assert time.monotonic() - started < 1.0 + 5  # the issue's bound after the Ctrl-C
+    assert err.value.key == "executors.submit_indefinite", err.value.render("en")
+    [line] = calls.read_text().splitlines()  # one sbatch call, from the script directory, with the token
+    assert line.startswith(f"{work} ") and "--comment=tok-123" in line
