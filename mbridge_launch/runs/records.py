@@ -140,8 +140,10 @@ def _checked(kind: str, value: object) -> object:
     if kind == _FLAG:
         return value if value in (0, 1) and type(value) is int else _BAD
     if kind == _REAL:
-        ok = type(value) in (int, float) and 0 <= value < float("inf")  # NaN fails both comparisons
-        return float(value) if ok else _BAD  # type: ignore[arg-type]
+        if type(value) not in (int, float):
+            return _BAD
+        number = float(value)  # type: ignore[arg-type]
+        return number if 0 <= number < float("inf") else _BAD  # NaN fails both comparisons
     if not _sound_text(value):
         return _BAD
     if kind == _STATE:
