@@ -11,8 +11,10 @@ is renamed beside the new one, `<name>.damaged-<time>`, together with its -wal/-
   row dropped where it must hold a value (a run without a name or a token is no run);
 - references to rows that were lost set to NULL (the new file keeps its foreign keys);
 - the jobs Slurm knows by token (each executor puts the run's token in the job's comment): a
-  recovered run without a job gets it back, and a job whose run was lost gets a run of its own
-  (state from Slurm, no Plan), so that no job is missing from the ledger.
+  recovered run without a job gets it back, and a queued or running job whose run was lost gets a
+  run of its own (state from Slurm, no Plan), so that no live job is missing from the ledger and
+  the guards see it. A finished job whose run was lost is left out: a token does not say which
+  ledger it came from, and a user with several (--ledger) would get every other ledger's history.
 
 The new ledger is written to a temporary file beside the old one and put in its place with one
 rename (os.replace), after the old file was linked (or copied) to its backup name: at every moment
@@ -179,8 +181,8 @@ def _drop_lost_references(table: str, row: dict[str, Any], kept: dict[str, set[i
 
 def _add_slurm_jobs(ledger: L.Ledger, query: SlurmJobs, runs: list[dict[str, Any]], report: Recovery,
                     now: float) -> None:
-    """The jobs Slurm knows by token: a recovered run without its job gets it, a job whose run
-    was lost gets a run. Slurm that cannot be asked adds nothing (report.slurm_asked False)."""
+    """The jobs Slurm knows by token: a recovered run without its job gets it, a live job whose
+    run was lost gets a run. Slurm that cannot be asked adds nothing (report.slurm_asked False)."""
     from mbridge_launch.runs.reconcile import run_state_for
 
     times = [r["created_at"] for r in runs if type(r.get("created_at")) in (int, float)]
@@ -198,6 +200,8 @@ def _add_slurm_jobs(ledger: L.Ledger, query: SlurmJobs, runs: list[dict[str, Any
             continue
         state = run_state_for(job.state) or L.SUBMITTED
         run = by_token.get(token)
+        if run is None and state not in L.ACTIVE_STATES:
+            continue  # a finished job: history, and as likely another --ledger's of this user as this one's
         if run is None:
             run = ledger.begin_submission(name=job.name or token, plan_hash="", plan_yaml="", executor="unknown",
                                           job_name=job.name, job_token=token)

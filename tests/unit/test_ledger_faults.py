@@ -28,12 +28,14 @@ def fingerprint(path: Path) -> tuple[str, int]:
     return hashlib.sha256(path.read_bytes()).hexdigest(), os.stat(path).st_mtime_ns
 
 
-def make_ledger(path: Path, runs: int = 3) -> None:
+def make_ledger(path: Path, runs: int = 3, first_job: int = 100) -> None:
+    """`runs` completed runs run0... with jobs first_job...; a test on the real cluster passes job ids
+    Slurm will not reach, so that they are not taken for the cluster's own jobs."""
     with L.Ledger.open(path) as ledger:
         for i in range(runs):
             run = ledger.begin_submission(name=f"run{i}", plan_hash=f"hash{i}", plan_yaml=f"name: run{i}\n",
                                           executor="sbatch", save_dir=f"/ckpt/{i}", job_token=f"mbl-{i:016x}")
-            ledger.mark_submitted(run.id, [str(100 + i)])
+            ledger.mark_submitted(run.id, [str(first_job + i)])
             ledger.set_state(run.id, L.COMPLETED, slurm_state="COMPLETED")
         ledger.record_override(1, "preflight", "forced", {"checks": ["x"]})
     settle(path)

@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.runs.reconcile import SlurmUnavailable, refresh_runs
 
     with open_ledger(args.ledger) as ledger:  # reconciles first: a lost job id is found by its token
+        ledger.require_writable()  # a cancel that could not be recorded is not sent (read-only ledger)
         record = ledger.get_run(args.run)
         try:
             record = refresh_runs(ledger, slurm_query(), [record], raise_unavailable=True)[0]
