@@ -52,7 +52,7 @@ table cover the examples no other file did.
 | 45 | internal errors | `logs -f --poll inf` | tests/cli/test_hostile_reads.py::test_logs_poll_zero_negative_nan_inf_refused |
 | 46 | internal errors | an ASCII-only terminal with `--lang zh` (UnicodeEncodeError) | tests/cli/test_hostile_errors.py::test_ascii_terminal_lang_zh_falls_back |
 | 47 | internal errors | stdout on a full device (exit 120, "Exception ignored") | tests/cli/test_hostile_errors.py::test_stdout_dev_full_is_one_line_exit_1 |
-| 48 | internal errors | stdout a closed pipe | tests/cli/test_hostile_errors.py::test_stdout_closed_pipe_is_one_line_exit_1 |
+| 48 | internal errors | stdout a closed pipe | tests/cli/test_hostile_errors.py::test_stdout_closed_pipe_is_quiet_exit_1 |
 | 49 | internal errors | Ctrl-C in the first 0.2 s (a traceback) | tests/cli/test_hostile_interrupt.py::test_ctrl_c_in_the_first_moments_is_interrupted_or_the_result, tests/cli/test_hostile_interrupt.py::test_ctrl_c_while_the_cli_is_imported_speaks_the_lang_flag, tests/cli/test_hostile_interrupt.py::test_second_ctrl_c_while_interrupted_is_printed_is_ignored, tests/cli/test_hostile_interrupt.py::test_ctrl_c_while_python_exits_after_the_result_is_ignored, tests/cli/test_hostile_interrupt.py::test_ctrl_c_inside_a_weakref_callback_is_interrupted_not_ignored |
 | 50 | raw control characters | the preflight title: plan name and path | tests/cli/test_hostile_control_chars.py::test_preflight_title_plan_path_with_esc_cr_nul_bidi |
 | 51 | raw control characters | argparse's "unrecognized arguments" | tests/cli/test_hostile_control_chars.py::test_argparse_unrecognized_arguments_escaped |
