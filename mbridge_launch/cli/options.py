@@ -46,11 +46,16 @@ def target_arg(text: str) -> str:
 
 def run_arg(text: str) -> str:
     """An argparse `type` for RUN: the one run-name rule (base/names.py), so that `status ..` or a
-    name holding a newline is one line naming the rule, not a ledger search for it."""
+    name holding a newline is one line naming the rule, not a ledger search for it. `job:JOBID`
+    (no run name holds a `:`) is the run holding that Slurm job (Ledger.get_run)."""
     from mbridge_launch.base.escape import one_line
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.names import MAX_RUN_NAME, run_name_problem
+    from mbridge_launch.runs.ledger import JOB_REF_PREFIX
 
+    number = text[len(JOB_REF_PREFIX):] if text.startswith(JOB_REF_PREFIX) else text[1:] if text.startswith("#") else None
+    if number is not None and number.isascii() and number.isdigit():
+        return text  # `#12`: run id 12; `job:61`: the run holding Slurm job 61 (a bare number is a run id)
     problem = run_name_problem(text)
     if problem:
         raise argparse.ArgumentTypeError(t(f"plan.error.{problem}", value=f"'{one_line(text)}'", max=MAX_RUN_NAME))

@@ -59,6 +59,7 @@ from mbridge_launch.runs.records import (  # noqa: F401 - re-exported: the ledge
 from mbridge_launch.runs.schema import migrate
 
 LEDGER_FILENAME = "ledger.sqlite3"
+JOB_REF_PREFIX = "job:"  # RUN given as one of its Slurm jobs: `status job:61`
 # the confirmation method of the watcher's rollbacks and resubmissions (consent: plan.auto_rollback)
 AUTO_ROLLBACK_METHOD = "auto-rollback"
 BUSY_TIMEOUT_MS = 15_000
@@ -430,8 +431,11 @@ class Ledger:
 
     # ------------------------------------------------------------------ queries
     def get_run(self, ref: int | str) -> RunRecord:
-        """A run by id (`12` or `#12`) or by name (the newest run with that name)."""
+        """A run by id (`12` or `#12`), by name (the newest run with that name), or by one of its
+        Slurm jobs (`job:61`; `:` is in no run name). The one reference grammar of every command."""
         text = str(ref).strip()
+        if text.startswith(JOB_REF_PREFIX):
+            return self._run_with_job(text[len(JOB_REF_PREFIX):])
         row = None
         run_id = whole_number(text.lstrip("#"))
         if run_id is not None and run_id < 2**63:  # SQLite's largest integer
@@ -442,6 +446,16 @@ class Ledger:
             known = [r[0] for r in self.conn.execute("SELECT DISTINCT name FROM runs ORDER BY id DESC LIMIT 8")]
             raise UserError("ledger.run_not_found", run=text, known=", ".join(known) or "-")
         return run_from_row(row)
+
+    def _run_with_job(self, job_id: str) -> RunRecord:
+        """The newest run whose Slurm jobs include `job_id` (job_ids is a JSON list of strings)."""
+        if job_id.isascii() and job_id.isdigit():
+            for row in self.conn.execute("SELECT * FROM runs WHERE job_ids LIKE ? ORDER BY id DESC",
+                                         (f'%"{job_id}"%',)):
+                run = run_from_row(row)
+                if job_id in run.job_ids:
+                    return run
+        raise UserError("ledger.job_run_not_found", job=job_id)
 
     def find_run(self, ref: int | str) -> RunRecord | None:
         try:

@@ -107,7 +107,7 @@ def time_limit(env: Env) -> Outcome:
     sub = env.run("time_limit", iters=1500, time_limit="00:01:00", signal=None)
     state, node = env.finish(sub, timeout=300)
     return Outcome(sub, state, "time_limit", None, node, sub.shared / "logs" / f"{sub.name}-{sub.job_id}.out",
-                   "DUE TO TIME LIMIT", target=sub.job_id)
+                   "DUE TO TIME LIMIT", target=f"job:{sub.job_id}")
 
 
 @scenario

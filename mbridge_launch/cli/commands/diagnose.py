@@ -1,7 +1,8 @@
 """`mbridge-launch diagnose RUN|JOBID|LOGFILE...`: why a run or job failed (or that it has not).
 
-Each argument is, in this order: an existing file (a log), a Slurm job id (ASCII digits; a ledger
-run holding that job brings its logs and Plan along), or a ledger run (its name, or `#ID`). What all
+Each argument is, in this order: an existing file (a log), a Slurm job written `job:JOBID` (a
+ledger run holding that job brings its logs and Plan along; else the job alone), or a ledger run
+(its name, or its id `12` / `#12`: the same RUN grammar as every other command). What all
 arguments name is diagnosed together as one job: its log files (every rank's), Slurm's view of the
 first job named (sacct/scontrol; without Slurm, the logs alone) and the Plan of the first run named
 (gpu_oom's memory view). A run that has ended gets the diagnosis recorded in the ledger as a
@@ -72,6 +73,7 @@ def _resolve(target: str, subject, ledger, ledger_path: Optional[str]):
     """Add what `target` names to `subject` (a runs.run_diagnosis.Subject); returns the (lazily
     opened) ledger."""
     from mbridge_launch.base.errors import UserError
+    from mbridge_launch.runs.ledger import JOB_REF_PREFIX
     from mbridge_launch.runs.run_diagnosis import run_with_job
 
     path = Path(target).expanduser()
@@ -80,13 +82,16 @@ def _resolve(target: str, subject, ledger, ledger_path: Optional[str]):
     if path.is_file():
         subject.add_log(path)
         return ledger
-    if target.isascii() and target.isdigit():
+    job = target[len(JOB_REF_PREFIX):] if target.startswith(JOB_REF_PREFIX) else None
+    if job is not None:
+        if not (job.isascii() and job.isdigit()):
+            raise UserError("diagnose.cli.bad_job", target=target)
         ledger = ledger or _open_ledger(ledger_path)
-        record = run_with_job(ledger, target)
+        record = run_with_job(ledger, job)
         if record is not None:
-            subject.add_run(ledger, record, job_id=target)
-        elif not subject.add_job(target):
-            raise UserError("diagnose.cli.unknown_job", job=target)
+            subject.add_run(ledger, record, job_id=job)
+        elif not subject.add_job(job):
+            raise UserError("diagnose.cli.unknown_job", job=job)
         return ledger
     if "/" in target or target.startswith(".") or Path(target).suffix in (".log", ".out", ".err", ".txt"):
         raise UserError("diagnose.cli.missing_file", path=target)
