@@ -38,13 +38,13 @@ LOCK_WAIT_S = 120.0
 
 
 def unresolved(run: L.RunRecord) -> bool:
-    """The scheduler was called and gave no answer: the run may have a job nobody has seen yet."""
-    return run.state == L.SUBMIT_FAILED and bool(run.may_have_job)
+    """RunRecord.unresolved: the scheduler was called and gave no answer."""
+    return run.unresolved
 
 
 def holds(run: L.RunRecord) -> bool:
-    """Whether the run holds its plan hash and checkpoint directory (Ledger.holding_runs)."""
-    return run.active or unresolved(run)
+    """RunRecord.holds: whether the run holds its plan hash and checkpoint directory."""
+    return run.holds
 
 
 def refuse_plan_holder(run: L.RunRecord, plan_hash: str) -> None:

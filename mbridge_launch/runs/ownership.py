@@ -112,10 +112,8 @@ def _ledger_owners(ledger: L.Ledger, own: Ownership, ask_slurm: bool, query: Any
 
 def _may_write(run: Any) -> bool:
     """Active, or a failed submission whose job may exist after all (reconcile still looks):
-    runs/exclusive.holds, the same rule as the ledger's holding_runs."""
-    from mbridge_launch.runs.exclusive import holds
-
-    return holds(run)
+    RunRecord.holds, the same rule as the ledger's holding_runs."""
+    return bool(run.holds)
 
 
 def _claim_finding(ledger: Optional[L.Ledger], own: Ownership, directory: Path, rel: str, ask_slurm: bool) -> None:

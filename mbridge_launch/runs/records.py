@@ -59,6 +59,17 @@ class RunRecord:
     def active(self) -> bool:
         return self.state in ACTIVE_STATES
 
+    @property
+    def unresolved(self) -> bool:
+        """The scheduler was called and gave no answer: the run may have a job nobody has seen yet."""
+        return self.state == SUBMIT_FAILED and bool(self.may_have_job)
+
+    @property
+    def holds(self) -> bool:
+        """Whether the run holds its plan hash and checkpoint directory (Ledger.holding_runs):
+        active, or unresolved."""
+        return self.active or self.unresolved
+
     def summary(self) -> dict[str, Any]:
         """The fields `runs`/`status` show (no script or plan text)."""
         return {
