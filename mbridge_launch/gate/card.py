@@ -18,12 +18,16 @@ def convergence_overrides(plan: Plan) -> list[Any]:
 
 
 def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = None,
-                parent_run_id: Optional[int] = None, watcher: bool = True, policy: Any = None) -> str:
+                parent_run_id: Optional[int] = None, watcher: bool = True, policy: Any = None,
+                resubmission: Optional[dict[str, Any]] = None) -> str:
+    """`resubmission`: why a run with a parent is submitted again (the gate's confirmation detail:
+    {"reason": "diagnosis", "cause": ...} from a failure retry, {"reason": "plan.auto_rollback",
+    "to_iter": ...} from the watcher; none from `rollback --resubmit`)."""
     p, c, e = plan.parallelism, plan.cluster, plan.estimates
     kind = t(f"card.kind.{plan.recipe.kind}")
     lines = [f"== {t('gate.card.title')} ({plan.name}, {plan.plan_hash()}) =="]
     if parent_run_id is not None:
-        lines.append(t("gate.card.parent", id=parent_run_id, load=plan.checkpoint.load or "-"))
+        lines.append(_parent_line(plan, parent_run_id, resubmission or {}))
     lines.append(f"{t('card.recipe')}: {plan.recipe.name}  [{kind}]")
     data = plan.dataset.selector + (t("gate.card.prefixes", count=len(plan.dataset.data_paths)) if plan.dataset.data_paths else "")
     lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {data}")
@@ -60,6 +64,18 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
         lines.extend(policy.summary_lines())
     lines.append(t("gate.card.script", executor=executor, path=script_path))
     return "\n".join(lines)
+
+
+def _parent_line(plan: Plan, parent_run_id: int, why: dict[str, Any]) -> str:
+    """The real reason of a resubmission: a diagnosed failure retried (node failure: the nodes
+    left out), an automatic rollback by the watcher, or a rollback by hand."""
+    load = plan.checkpoint.load or "-"
+    if why.get("reason") == "diagnosis":
+        nodes = ", ".join(str(n) for n in why.get("exclude_nodes") or []) or "-"
+        return t("gate.card.parent_retry", id=parent_run_id, cause=why.get("cause") or "-", nodes=nodes, load=load)
+    if why.get("reason") == "plan.auto_rollback":
+        return t("gate.card.parent_auto_rollback", id=parent_run_id, to_iter=why.get("to_iter", "-"), load=load)
+    return t("gate.card.parent", id=parent_run_id, load=load)
 
 
 def _watcher_place(plan: Plan) -> str:

@@ -235,7 +235,8 @@ def submit_gated(plan: Plan, options: GateOptions, *, plan_path: Optional[str] =
             script_dir.mkdir(parents=True, exist_ok=True)
             script = _write_review_copy(plan, rendered, script_dir)
         print(render_card(plan, executor=options.executor, script_path=str(script), report=report,
-                          parent_run_id=options.parent_run_id, watcher=options.watcher, policy=policy), file=out)
+                          parent_run_id=options.parent_run_id, watcher=options.watcher, policy=policy,
+                          resubmission=options.confirmation_detail), file=out)
         method = confirm_submission(plan, options, policy)
         changes = _convergence_changes(ledger, options.parent_run_id, plan)
 
