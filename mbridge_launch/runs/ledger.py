@@ -18,6 +18,7 @@ Durability rules:
 
 from __future__ import annotations
 
+import errno
 import getpass
 import json
 import os
@@ -149,6 +150,8 @@ class Ledger:
             return cls._empty(path)
         busy_ms = _busy_timeout_ms()
         ledger_faults.remember(path)
+        if os.path.isdir(path):  # SQLite would call it a disk I/O error
+            raise UserError("ledger.cannot_open", path=str(path), reason=os.strerror(errno.EISDIR))
         if os.path.exists(path):
             # identity and integrity first, read-only: a foreign or damaged file is never written
             read_only = cls._checked_read_only(path, busy_ms)
