@@ -9,8 +9,31 @@ def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.runs.ledger import default_ledger_path
 
-    parser.add_argument("--ledger", metavar="PATH", default=None,
+    parser.add_argument("--ledger", metavar="PATH", default=None, type=path_arg,
                         help=t("ledger.arg.ledger", path=str(default_ledger_path())))
+
+
+def path_arg(text: str) -> str:
+    """An argparse `type` for a file path: an empty or blank one is refused (`--ledger ""` read
+    the default ledger and `-o " "` wrote a file named by a space, both exit 0)."""
+    from mbridge_launch.base.i18n import t
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(t("cli.path_empty"))
+    return text
+
+
+def run_name_arg(text: str) -> str:
+    """An argparse `type` for a run NAME (a filter such as `runs --name`): the run-name rule, so
+    that an empty or blank name is refused instead of matching nothing, exit 0."""
+    from mbridge_launch.base.escape import one_line
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.names import MAX_RUN_NAME, run_name_problem
+
+    problem = run_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(t(f"plan.error.{problem}", value=f"'{one_line(text)}'", max=MAX_RUN_NAME))
+    return text
 
 
 def int_arg(low: int | None = None, high: int | None = None):

@@ -21,12 +21,12 @@ MAX_TIME_LIMIT = 86_400
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.cli.options import int_arg
+    from mbridge_launch.cli.options import int_arg, path_arg
 
     parser.add_argument("--rows", action="append", default=[], metavar="FILE.csv", help=t("help.calibrate.rows"))
     parser.add_argument("--from-runs", action="store_true", help=t("help.calibrate.from_runs"))
     parser.add_argument("--no-shipped-rows", action="store_true", help=t("help.calibrate.no_shipped_rows"))
-    parser.add_argument("-o", "--output", metavar="FILE", help=t("help.calibrate.output"))
+    parser.add_argument("-o", "--output", type=path_arg, metavar="FILE", help=t("help.calibrate.output"))
     parser.add_argument("--iters", type=int_arg(1, MAX_ITERS), metavar="N", help=t("help.calibrate.iters"))
     parser.add_argument("--time-limit", type=int_arg(0, MAX_TIME_LIMIT), metavar="SECONDS",
                         help=t("help.calibrate.time_limit"))

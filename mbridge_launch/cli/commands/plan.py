@@ -10,7 +10,7 @@ HELP = "help.plan"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.cli.options import int_arg
+    from mbridge_launch.cli.options import int_arg, path_arg
 
     parser.add_argument("--model", help=t("help.common.model"))
     parser.add_argument("--gpus", type=int_arg(), required=True, help=t("help.common.gpus"))
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bf16-grads", action="store_true",
                         help=t("help.common.bf16_grads"))
     parser.add_argument("--hf-config", help=t("help.common.hf_config"))
-    parser.add_argument("-o", "--output", help=t("help.plan.output"))
+    parser.add_argument("-o", "--output", type=path_arg, help=t("help.plan.output"))
     parser.add_argument("--name", help=t("help.plan.name"))
     parser.add_argument("--calibration", metavar="FILE", help=t("help.common.calibration"))
     add_common(parser)

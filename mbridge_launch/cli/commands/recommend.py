@@ -11,7 +11,7 @@ DEFAULT_TIME = "04:00:00"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.cli.options import int_arg
+    from mbridge_launch.cli.options import int_arg, path_arg
 
     parser.add_argument("--model", help=t("help.recommend.model"))
     parser.add_argument("--gpus", type=int_arg(), help=t("help.recommend.gpus"))
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog-version", metavar="V", help=t("help.recommend.catalog_version"))
     parser.add_argument("--scheduler", default="slurm", help=t("help.recommend.scheduler"))  # others: scope.*
     parser.add_argument("--smoke-test", action="store_true", help=t("help.recommend.smoke_test"))
-    parser.add_argument("-o", "--output", help=t("help.recommend.output"))
+    parser.add_argument("-o", "--output", type=path_arg, help=t("help.recommend.output"))
     group = parser.add_argument_group(t("help.recommend.plan_settings"))
     group.add_argument("--name", help=t("help.recommend.name"))
     group.add_argument("--account", help=t("help.recommend.account"))

@@ -19,11 +19,11 @@ MAX_LIMIT = 10**9  # 0 means all; beyond 2**63 SQLite overflowed
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
-    from mbridge_launch.cli.options import add_ledger_argument, int_arg
+    from mbridge_launch.cli.options import add_ledger_argument, int_arg, run_name_arg
 
     parser.add_argument("--active", action="store_true", help=t("help.runs.active"))
     parser.add_argument("--all", action="store_true", help=t("help.runs.all"))
-    parser.add_argument("--name", help=t("help.runs.name"))
+    parser.add_argument("--name", type=run_name_arg, help=t("help.runs.name"))
     parser.add_argument("--limit", type=int_arg(0, MAX_LIMIT), default=50, help=t("help.runs.limit"))
     parser.add_argument("--no-refresh", action="store_true", help=t("help.runs.no_refresh"))
     add_ledger_argument(parser)
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_repair(parser: argparse.ArgumentParser, action: str) -> None:
-    from mbridge_launch.cli.options import run_arg
+    from mbridge_launch.cli.options import path_arg, run_arg
     from mbridge_launch.runs.ledger import default_ledger_path
 
     parser.add_argument("run", type=run_arg, metavar="RUN", help=t("help.common.run"))
@@ -46,19 +46,20 @@ def _add_repair(parser: argparse.ArgumentParser, action: str) -> None:
     parser.add_argument("--yes", action="store_true", help=t("help.runs.repair.yes"))
     # SUPPRESS: given after the action they apply, given before it (`runs --ledger X adopt ...`)
     # the parent's value is kept instead of being reset to a default here
-    parser.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS,
+    parser.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS, type=path_arg,
                         help=t("ledger.arg.ledger", path=str(default_ledger_path())))
     parser.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS, help=t("help.common.lang"))
     parser.add_argument("--format", choices=("text", "json"), default=argparse.SUPPRESS, help=t("help.common.format"))
 
 
 def _add_recover(parser: argparse.ArgumentParser) -> None:
+    from mbridge_launch.cli.options import path_arg
     from mbridge_launch.runs.ledger import default_ledger_path
 
     parser.add_argument("--reason", required=True, help=t("help.runs.repair.reason"))
     parser.add_argument("--yes", action="store_true", help=t("help.runs.repair.yes"))
     parser.add_argument("--no-slurm", action="store_true", help=t("help.runs.recover.no_slurm"))
-    parser.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS,
+    parser.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS, type=path_arg,
                         help=t("ledger.arg.ledger", path=str(default_ledger_path())))
     parser.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS, help=t("help.common.lang"))
     parser.add_argument("--format", choices=("text", "json"), default=argparse.SUPPRESS, help=t("help.common.format"))
