@@ -391,7 +391,9 @@ class NemoRunExecutor:
         exp = _experiment(run, plan, home, experiment_id)
         submission = _Submission(rendered, job_token)
         try:
-            with _no_stdin(), _rewriting_for(plan), _submitting(submission), exp:
+            # NeMo-Run logs "Launched app: ..." on stdout, which is the command's answer (submit
+            # --format json): its chatter goes to stderr, with the card
+            with _no_stdin(), contextlib.redirect_stdout(sys.stderr), _rewriting_for(plan), _submitting(submission), exp:
                 exp.add(build_script(run, plan), executor=build_executor(run, plan, home), name=TASK_NAME)
                 exp.run(detach=True)
         except UserError:  # the Slurm layer's own, classified (refused, indefinite, no answer)

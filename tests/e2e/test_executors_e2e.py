@@ -190,3 +190,38 @@ def test_the_job_slurm_received_is_the_rendered_one(executor, slurm_cluster, slu
         assert slurm_cluster.wait(job_id, timeout=150) == "COMPLETED", _all_logs(shared_dir)[-3000:]
     finally:
         slurm_cluster.cancel(job_id)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_the_gate_submits_the_text_it_showed_and_recorded(executor, base_plan, slurm_cluster, slurm_env, shared_dir,
+                                                          tmp_path, mbl):
+    """`submit --yes` through the gate: the review copy the card points at, the ledger's
+    script_text and the batch script Slurm stored are one text (the gate renders once and
+    schedules that Rendered; NeMo-Run used to render a preview, then submit a new experiment)."""
+    import subprocess
+
+    from gate_fixtures import unique, write_plan
+    from run_safety_checks import ledger_rows
+
+    name = unique(f"shown-{executor[:2]}")
+    plan = write_plan(base_plan, shared_dir, name)
+    db = tmp_path / "ledger.sqlite3"
+    proc = mbl.run("submit", plan, "--yes", "--ledger", db, "--script-dir", shared_dir / "work", "--executor",
+                   executor, "--format", "json", env={"MBRIDGE_LAUNCH_STATE_DIR": str(tmp_path / "state")},
+                   cwd=shared_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("{"), proc.stdout[:800]
+    [job_id] = json.loads(proc.stdout)["job_ids"]
+    try:
+        [row] = ledger_rows(db)
+        stored = subprocess.run(["scontrol", "write", "batch_script", job_id, "-"], capture_output=True, text=True,
+                                env=slurm_cluster.env, timeout=30)
+        assert stored.returncode == 0, stored.stderr
+        assert row["script_text"] == stored.stdout
+        pattern = "*.sbatch" if executor == "sbatch" else f"{name}-*.{executor}.review.sh"
+        copies = sorted((shared_dir / "work").glob(pattern))
+        assert len(copies) == 1 and copies[0].read_text() == stored.stdout, copies
+        assert str(copies[0]) in proc.stderr  # the card points at it
+        assert Path(row["script_path"]).read_text() == stored.stdout  # the file submitted, as recorded
+    finally:
+        slurm_cluster.cancel(job_id)

@@ -40,10 +40,10 @@ def ledger_db(slurm_env, tmp_path, monkeypatch) -> Path:
     return tmp_path / "ledger.sqlite3"
 
 
-def slow_sbatch(directory: Path, *, hide_output: bool = False) -> tuple[dict[str, str], Path]:
+def slow_sbatch(directory: Path, *, hide_output: bool = False, seconds: float = 4) -> tuple[dict[str, str], Path]:
     """A `sbatch` first on PATH: the real one (its --test-only untouched), then a marker file and
-    a 4 s sleep, the window in which the test interrupts; `hide_output`: the job id is not printed
-    (a reply the executor cannot read, after the job was queued)."""
+    a `seconds` sleep, the window in which the test interrupts; `hide_output`: the job id is not
+    printed (a reply the executor cannot read, after the job was queued)."""
     real = shutil.which("sbatch")
     assert real, "sbatch not on PATH"
     bin_dir, marker = directory / "slowbin", directory / "sbatch-returned"
@@ -53,7 +53,7 @@ def slow_sbatch(directory: Path, *, hide_output: bool = False) -> tuple[dict[str
         "#!/bin/bash\n"
         f'case " $* " in *" --test-only"*) exec {real} "$@";; esac\n'
         f'{real} "$@"{sink}; rc=$?\n'
-        f': > {marker}\nsleep 4\nexit $rc\n')
+        f': > {marker}\nsleep {seconds}\nexit $rc\n')
     (bin_dir / "sbatch").chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, marker
 
@@ -136,7 +136,10 @@ def assert_recovered(mbl, cluster, db: Path, name: str, plan: Path, shared: Path
 def test_ctrl_c_during_the_scheduler_call_keeps_the_job(executor, base_plan, ledger_db, shared_dir, slurm_cluster, mbl):
     since = time.time()
     name, plan = new_plan(base_plan, shared_dir, f"rs-int-{executor}")
-    env, marker = slow_sbatch(shared_dir)
+    # an sbatch that answers within the grace a deferred Ctrl-C gives it (slurm/commands.py,
+    # INTERRUPT_GRACE_S = 2 s); one that stays silent longer is stopped and its run reconciled by
+    # token (tests/e2e/test_controller_outage.py: Ctrl-C under a stopped controller within 5 s)
+    env, marker = slow_sbatch(shared_dir, seconds=1)
     code, err = interrupted_submit(mbl, submit_args(plan, ledger_db, shared_dir, executor), env, marker,
                                    signal.SIGINT, group=True)
     assert code == 130 and "interrupted" in err, err  # Ctrl-C still stops the command...
