@@ -47,6 +47,10 @@ class Submitted:
     script_path: Path | None = None
     log_paths: list[Path] = field(default_factory=list)
     raw_output: str = ""
+    # The job was submitted held and the step that releases it did not go through (submitit: its
+    # `scontrol release` got no answer, or was cut by Ctrl-C): the ledger records it, and the next
+    # look at the run releases the job (runs/reconcile.refresh_runs), so it is never held forever.
+    release_pending: bool = False
 
 
 @runtime_checkable

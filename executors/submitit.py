@@ -313,15 +313,19 @@ class SubmititExecutor:
         paths = job.paths
         released = _release(str(job.job_id))
         return Submitted(executor=NAME, job_ids=[str(job.job_id)], script_path=paths.submission_file,
-                         log_paths=[paths.stdout, paths.stderr], raw_output=submission.answer + released)
+                         log_paths=[paths.stdout, paths.stderr], raw_output=submission.answer + released,
+                         release_pending=bool(released))
 
     def finish_interrupted(self, plan: Plan, job_id: str, script_dir: Optional[Path] = None) -> Optional[str]:
         """Reconciliation found job `job_id` of a submission whose process died: release it when
         its pickle is in place, else cancel it (it could only fail) and say why (English text for
-        the ledger's error), or None when the job can run."""
+        the ledger's error), or None when the job can run. SlurmUnavailable when the release got no
+        answer (the caller records that the release is still due and tries again later)."""
         folder = self._folder(plan, script_dir)
         if (folder / f"{job_id}_submitted.pkl").is_file():
-            _release(job_id)
+            refused = _release(job_id)
+            if refused:
+                raise slurm_cli.SlurmUnavailable(refused)
             return None
         try:
             slurm_cli.scancel([job_id])

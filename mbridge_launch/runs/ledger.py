@@ -284,8 +284,11 @@ class Ledger:
         return self.get_run(run_id)
 
     def mark_submitted(self, run_id: int, job_ids: list[str], *, log_paths: list[str] | None = None,
-                       script_path: str | None = None, raw_output: str = "") -> RunRecord:
-        """The scheduler accepted the job: record its ids. Call right AFTER the scheduler call."""
+                       script_path: str | None = None, raw_output: str = "",
+                       release_pending: bool = False) -> RunRecord:
+        """The scheduler accepted the job: record its ids. Call right AFTER the scheduler call.
+        `release_pending`: the job waits held for a release that did not go through (an event
+        `release_pending`, which refresh_runs settles with `released`)."""
         with self.transaction() as conn:
             old = self._state(conn, run_id)
             conn.execute(
@@ -295,7 +298,14 @@ class Ledger:
                  script_path, SUBMITTED, _now(), _now(), run_id),
             )
             self._event(conn, run_id, "state", old, SUBMITTED, {"job_ids": job_ids, "output": raw_output[-2000:]})
+            if release_pending:
+                self._event(conn, run_id, "release_pending", None, None, {"job_ids": job_ids})
         return self.get_run(run_id)
+
+    def release_pending(self, run_id: int) -> bool:
+        """Whether the run's job still waits held for the release its submission could not give."""
+        kinds = [e["kind"] for e in self.events(run_id) if e["kind"] in ("release_pending", "released")]
+        return bool(kinds) and kinds[-1] == "release_pending"
 
     def mark_scheduler_called(self, run_id: int) -> RunRecord:
         """Committed right before the scheduler is called: from here on the run may have a job, so
@@ -587,6 +597,7 @@ class _Submission:
             log_paths=[str(p) for p in getattr(submitted, "log_paths", []) or []],
             script_path=str(submitted.script_path) if getattr(submitted, "script_path", None) else None,
             raw_output=getattr(submitted, "raw_output", "") or "",
+            release_pending=bool(getattr(submitted, "release_pending", False)),
         )
         return self.record
 

@@ -134,7 +134,11 @@ def _reconcile_one(ledger: L.Ledger, query: SlurmQuery, run: L.RunRecord, claime
         ledger.record_found_job(run.id, job.job_id, run_state_for(job.state) or L.SUBMITTED, job.state,
                                 kind="reconcile", detail={"found_by": "token" if by_token else "name+time",
                                                           "job_id": job.job_id, "was": run.state})
-        why = _finish_interrupted(run, job.job_id)
+        try:
+            why = _finish_interrupted(run, job.job_id)
+        except SlurmUnavailable:  # the release did not go through: the next refresh releases it
+            ledger.add_event(run.id, "release_pending", {"job_ids": [job.job_id]})
+            return ReconcileResult(run.id, "submitted", [job.job_id])
         if why:
             ledger.set_state(run.id, L.CANCELLED, error=why, kind="reconcile",
                              detail={"job_id": job.job_id, "finished_by": run.executor})
@@ -163,7 +167,7 @@ def _reconcile_one(ledger: L.Ledger, query: SlurmQuery, run: L.RunRecord, claime
 def _finish_interrupted(run: L.RunRecord, job_id: str) -> Optional[str]:
     """An executor whose submission has a step after sbatch (submitit renames the job's pickle and
     then releases the held job) completes or cancels what the dead process left: its reason when
-    the job was cancelled, else None."""
+    the job was cancelled, else None; SlurmUnavailable when Slurm did not take the release."""
     from mbridge_launch.executors import get_executor
     from mbridge_launch.executors.launch import executor_options
 
@@ -173,6 +177,22 @@ def _finish_interrupted(run: L.RunRecord, job_id: str) -> Optional[str]:
         return finish(run.plan(), job_id, Path(run.work_dir) if run.work_dir else None) if finish else None
     except UserError:  # the executor's library is gone, or the plan no longer loads: leave the job as found
         return None
+
+
+def _release_held(ledger: L.Ledger, run: L.RunRecord, job_id: str) -> bool:
+    """A job submitted held whose release did not go through (its submission recorded
+    `release_pending`): the executor completes its submission now, as for a dead submitter
+    (release when the job can run, else cancel with the reason). Slurm still silent: left for the
+    next look. True when the executor cancelled the job instead."""
+    try:
+        reason = _finish_interrupted(run, job_id)
+    except SlurmUnavailable:
+        return False
+    ledger.add_event(run.id, "released", {"job_id": job_id, "cancelled": reason})
+    if reason:
+        ledger.set_state(run.id, L.CANCELLED, error=reason, kind="reconcile",
+                         detail={"job_id": job_id, "finished_by": run.executor})
+    return bool(reason)
 
 
 def _same_name_unmatched(query: SlurmQuery, run: L.RunRecord, claimed: set[str]) -> list[str]:
@@ -209,6 +229,10 @@ def refresh_runs(ledger: L.Ledger, query: SlurmQuery, runs: Iterable[L.RunRecord
     out = []
     for run in runs:
         job = states.get(run.job_ids[0]) if run.job_ids and run in wanted else None
+        if job and job.state == "PENDING" and job.reason.startswith("JobHeld") and ledger.release_pending(run.id):
+            if _release_held(ledger, run, job.job_id):  # cancelled: the state read before is stale
+                out.append(ledger.get_run(run.id))
+                continue
         new_state = run_state_for(job.state) if job else None
         if job and new_state and (new_state != run.state or job.state != run.slurm_state):
             run = ledger.set_state(run.id, new_state, slurm_state=job.state)

@@ -165,3 +165,61 @@ def test_ctrl_c_under_a_stopped_controller_exits_within_5_s(executor, base_plan,
         assert json.loads(found["job_ids"] or "[]") == real, (found, real)  # whatever Slurm has, the ledger has
     finally:
         cancel_all(slurm_cluster, jobs_with_token(slurm_cluster, row["job_token"]))
+
+
+def silent_release(directory: Path) -> dict[str, str]:
+    """A `scontrol` first on PATH whose `release` gets Slurm's no-answer error (as with a controller
+    that stops answering right after sbatch); every other use runs the real scontrol."""
+    real = shutil.which("scontrol")
+    assert real, "scontrol not on PATH"
+    bin_dir = directory / "silent-release-bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/bash\n"
+        'if [ "$1" = release ]; then\n'
+        '  echo "scontrol: error: Socket timed out on send/recv operation" >&2; exit 1\n'
+        "fi\n"
+        f'exec {real} "$@"\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def pending_reason(cluster, job: str) -> str:
+    return cluster.run(["squeue", "-h", "-j", job, "-o", "%r"], check=False).stdout.strip()
+
+
+def test_a_submitit_job_whose_release_got_no_answer_is_released_by_the_next_look(base_plan, ledger_db, shared_dir,
+                                                                                 slurm_cluster, mbl):
+    """submitit submits held and releases once its pickle is in place; a release that got no
+    answer is recorded, and the next `runs` releases the job (it was left held forever)."""
+    name = unique("outr-su")
+    plan = write_plan(base_plan, shared_dir, name, iters=200, env={"MBL_STANDIN_ITER_SECONDS": "0.5"})
+    submitted = mbl.run(*submit_args(plan, ledger_db, shared_dir, "submitit"), env=silent_release(shared_dir),
+                        timeout=240)
+    row = the_run(ledger_db, name)
+    try:
+        assert submitted.rc == 0 and "Traceback" not in submitted.stderr, submitted.stderr
+        [job] = json.loads(row["job_ids"])
+        assert pending_reason(slurm_cluster, job) == "JobHeldUser"  # the release did not go through
+        listed = mbl.run("runs", "--ledger", str(ledger_db), "--format", "json", timeout=120)
+        assert listed.rc == 0 and "Traceback" not in listed.stderr, listed.stderr
+        assert pending_reason(slurm_cluster, job) != "JobHeldUser"
+        import sqlite3
+
+        conn = sqlite3.connect(str(ledger_db))
+        try:
+            kinds = [k for (k,) in conn.execute("SELECT kind FROM events WHERE run_id=? ORDER BY id", (row["id"],))]
+        finally:
+            conn.close()
+        assert kinds.index("release_pending") < kinds.index("released"), kinds
+        again = mbl.run("runs", "--ledger", str(ledger_db), "--format", "json", timeout=120)
+        assert again.rc == 0
+        conn = sqlite3.connect(str(ledger_db))
+        try:
+            released = conn.execute("SELECT COUNT(*) FROM events WHERE run_id=? AND kind='released'",
+                                    (row["id"],)).fetchone()[0]
+        finally:
+            conn.close()
+        assert released == 1  # released once, not at every look
+    finally:
+        cancel_all(slurm_cluster, jobs_with_token(slurm_cluster, row["job_token"]))
