@@ -144,11 +144,24 @@ def _answer_problem(returncode: int, stdout: str, stderr: str, *, json_errors: b
         except ValueError:
             return None  # not JSON: an old Slurm without --json; the caller reads the delimited form
         errors = data.get("errors") if isinstance(data, dict) else None
+        if isinstance(errors, list):
+            errors = [e for e in errors if not _empty_result(e)]
         if isinstance(errors, list) and errors:
             first = errors[0] if isinstance(errors[0], dict) else {}
             words = [str(first.get(k) or "") for k in ("source", "description", "error")]
             return "json_errors", " ".join(w for w in words if w)[:200] or "errors in the answer"
     return None
+
+
+# Slurm's "errors" entry for a query that matched no job (ESLURM_REST_EMPTY_RESULT; sacct --json on
+# 22.05 answers a window without jobs so, exit 0): an answer, not a daemon that could not be asked
+_EMPTY_RESULT_ERROR = 9003
+
+
+def _empty_result(error: object) -> bool:
+    if not isinstance(error, dict):
+        return False
+    return error.get("error_number") == _EMPTY_RESULT_ERROR or str(error.get("description")) == "Nothing found"
 
 
 class SacctQuery:

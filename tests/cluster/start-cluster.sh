@@ -357,6 +357,9 @@ until nodes_idle; do
 done
 
 # ---------------------------------------------------------------- what tests read
+# sacct answers only once slurmctld has registered the cluster with slurmdbd; a test that reads
+# accounting right after start-up would otherwise be told "Slurm cannot be asked"
+wait_for 60 "sacct (accounting of cluster $CLUSTER_NAME)" sacct -n -X -S now-1minutes -o JobIDRaw
 slurm_version=$(sinfo -V | awk '{print $2}')
 cat >"$DIR/env.sh" <<EOF
 # source this to use the local test cluster (written by start-cluster.sh)

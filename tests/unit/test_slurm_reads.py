@@ -84,6 +84,20 @@ def test_errors_array_from_sacct_is_not_an_empty_history(fake_slurm):
     assert err.value.daemon == "accounting" and "Unable to connect to database" in err.value.reason
 
 
+# What sacct --json of Slurm 22.05 prints, exit 0, for a window without jobs (captured from the
+# local cluster right after start-up): an empty history, not an accounting that could not be asked.
+SACCT_22_05_NOTHING_FOUND = {"meta": {}, "errors": [{"description": "Nothing found", "error_number": 9003,
+                                                     "error": "Nothing found with query", "source": "slurmdb_jobs_get"}],
+                             "jobs": []}
+
+
+def test_sacct_nothing_found_is_an_empty_history(fake_slurm):
+    fake_slurm("squeue", _json_answer({"errors": [], "jobs": []}))
+    fake_slurm("sacct", _json_answer(SACCT_22_05_NOTHING_FOUND))
+    assert SacctQuery(user="someone").find_jobs(name="x", token="mbl-1", since=0) == []
+    assert SacctQuery(user="someone").job_states(["41"]) == {}  # answered: no such job, no SlurmNotAsked
+
+
 def test_a_job_in_the_queue_needs_no_accounting(fake_slurm):
     job = {"job_id": 41, "name": "n", "job_state": "RUNNING", "user_name": "someone", "comment": "mbl-1"}
     fake_slurm("squeue", _json_answer({"errors": [], "jobs": [job]}))
