@@ -454,6 +454,10 @@ class CheckpointPaths(_Strict):
     load: Optional[FsPath] = None
     save_interval: Optional[int] = None
     pretrained_checkpoint: Optional[FsPath] = None
+    # SFT/LoRA/DoRA without pretrained_checkpoint start from random weights (and Megatron Bridge
+    # 0.6.2 stops PEFT at validation): preflight refuses that unless the Plan says so here, with why
+    from_scratch: Optional[StoredMessage] = Field(
+        default=None, description="why this fine-tuning run starts from random weights (recommend --from-scratch)")
 
     _positive = field_validator("save_interval")(_at_least(1))
     _bounded = field_validator("save_interval")(_at_most(MAX_ITERATION))
@@ -651,6 +655,8 @@ class Plan(_Strict):
                 estimates.pop(name, None)
         if data.get("launch", {}).get("python") is None:
             data.get("launch", {}).pop("python", None)  # likewise plans that keep the default interpreter
+        if data.get("checkpoint", {}).get("from_scratch") is None:
+            data.get("checkpoint", {}).pop("from_scratch", None)  # likewise plans that load their weights
         return data
 
     def plan_hash(self) -> str:

@@ -180,22 +180,86 @@ def _resume(ctx: PreflightContext, save: Path) -> list[Check]:
 
 
 def check_load_paths(ctx: PreflightContext) -> list[Check]:
+    # a fine-tuning Plan without starting weights is plan_checks.check_starting_weights' error
     checks: list[Check] = []
     pretrained = ctx.plan.checkpoint.pretrained_checkpoint or ctx.override("checkpoint.pretrained_checkpoint")
     if pretrained:
-        path = ctx.resolve_path(pretrained)
-        if not path.exists():
-            checks.append(Check("path.pretrained_missing", "error", {"path": str(path)}, subject=str(path)))
-        else:
-            checks += _storage_check(ctx, "path.pretrained", path, "checkpoint.pretrained_checkpoint")
-    elif ctx.plan.mode in FINETUNE_GOALS:
-        checks.append(Check("path.pretrained_unset", "warning", {"mode": ctx.plan.mode}))
+        checks += check_pretrained_path(ctx, pretrained)
     load = ctx.plan.checkpoint.load
     save = ctx.plan.checkpoint.save
     same_as_save = bool(save) and load is not None and ctx.resolve_path(load) == ctx.resolve_path(save)
     if load and not same_as_save and not ctx.resolve_path(load).exists():
         checks.append(Check("path.load_missing", "warning", {"path": str(ctx.resolve_path(load))}, subject=load))
     return checks
+
+
+_TRACKER = "latest_checkpointed_iteration.txt"
+_ITER_MARKERS = (".metadata", "common.pt", "metadata.json")  # what a saved iter_* directory holds
+
+
+def host_path(ctx: PreflightContext, path: str) -> Path:
+    """A Plan path on this host: a containerised job's path through the mount that holds it
+    (SOURCE on the host for TARGET in the image), else the path itself."""
+    from mbridge_launch.executors import common
+
+    resolved = ctx.resolve_path(path)
+    if common.uses_container(ctx.plan):
+        covering = common.mount_covering(ctx.plan, str(resolved))
+        if covering is not None:
+            source, target = covering.split(":", 1)
+            return Path(source) / resolved.relative_to(target)
+    return resolved
+
+
+def _unreachable_root(path: Path) -> Path | None:
+    """The top directory of an absolute path when this host does not have it at all (/lustre on
+    a laptop): the path lives on storage mounted elsewhere, and nothing here can judge it."""
+    parts = path.parts
+    if path.is_absolute() and len(parts) > 1:
+        root = Path(parts[0]) / parts[1]
+        if not root.exists():
+            return root
+    return None
+
+
+def check_pretrained_path(ctx: PreflightContext, text: str) -> list[Check]:
+    """checkpoint.pretrained_checkpoint as the other checkpoint paths: there, readable, shared by
+    the nodes, and a Megatron checkpoint (a tracker file or iter_* directories, or an iter_*
+    directory itself). A Hugging Face model directory is named as such, with its conversion."""
+    path = host_path(ctx, text)
+    params = {"path": str(path)}
+    root = _unreachable_root(path)
+    if root is not None:
+        return [Check("path.pretrained_unreachable", "warning", {**params, "root": str(root)}, subject=str(path))]
+    if not path.exists():
+        return [Check("path.pretrained_missing", "error", params, subject=str(path))]
+    if not path.is_dir():
+        return [Check("path.pretrained_unreadable", "error", {**params, "reason": detail_text("not_a_directory", path=str(path))},
+                      subject=str(path))]
+    if not os.access(path, os.R_OK | os.X_OK):
+        return [Check("path.pretrained_unreadable", "error", {**params, "reason": detail_text("permission_denied")},
+                      subject=str(path))]
+    found = checkpoint_marker(path)
+    if found is None:
+        code = "path.pretrained_hf_model" if (path / "config.json").is_file() else "path.pretrained_not_checkpoint"
+        return [Check(code, "error", params, subject=str(path))]
+    checks = [Check("path.pretrained_ok", "info", {**params, "found": found}, subject=str(path))]
+    return checks + _storage_check(ctx, "path.pretrained", path, "checkpoint.pretrained_checkpoint")
+
+
+def checkpoint_marker(path: Path) -> str | None:
+    """What makes `path` a Megatron checkpoint (the tracker, the newest iter_* directory, or the
+    saved files of an iter_* directory given directly), None when nothing does."""
+    from mbridge_launch.rollback.checkpoints import iter_dirs, parse_iter_dirname
+
+    if (path / _TRACKER).is_file():
+        return _TRACKER
+    iters = iter_dirs(path)
+    if iters:
+        return iters[max(iters)].name
+    if parse_iter_dirname(path.name) is not None and any((path / m).exists() for m in _ITER_MARKERS):
+        return path.name
+    return None
 
 
 # ---------------------------------------------------------------------- caches (NEMO_HOME, HF_HOME)

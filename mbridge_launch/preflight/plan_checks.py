@@ -20,7 +20,8 @@ from mbridge_launch.preflight.model import Check
 def run_plan_checks(ctx: PreflightContext) -> list[Check]:
     return run_all(ctx, (check_recorded_warnings, check_grid_vs_cluster, check_rules, check_memory,
                          check_catalog, check_recipe_and_data, check_change_control, check_integer_settings,
-                         check_container_profile, check_signal_handled, check_renders))
+                         check_container_profile, check_signal_handled, check_renders, check_starting_weights,
+                         check_time_limit))
 
 
 
@@ -30,7 +31,58 @@ def check_recorded_warnings(ctx: PreflightContext) -> list[Check]:
         Check(f"plan.recorded.{w.code}", w.severity, subject=w.code, key="preflight.plan.recorded", params={"message": w.message})
         for w in ctx.plan.warnings
         if not (w.code.startswith("RULE_") and ctx.arch().ok)  # check_rules reports those afresh
+        and w.code not in _REDERIVED  # the starting weights and the time limit are judged afresh below
     ]
+
+
+# Plan warnings of recommend that a check below derives again from the Plan as it is now
+_REDERIVED = ("PRETRAINED_CHECKPOINT_MISSING", "STEP_OVER_TIME_LIMIT", "RUN_OVER_TIME_LIMIT")
+
+
+# ---------------------------------------------------------------------- starting weights and time
+def check_starting_weights(ctx: PreflightContext) -> list[Check]:
+    """SFT/LoRA/DoRA need starting weights: without checkpoint.pretrained_checkpoint SFT trains
+    from random weights and Megatron Bridge 0.6.2 stops PEFT at validation, after the queue wait.
+    A Plan that says from_scratch (recommend --from-scratch) is told so; PEFT cannot be."""
+    from mbridge_launch.knowledge.vocabulary import PEFT_GOALS
+
+    plan = ctx.plan
+    if plan.mode not in FINETUNE_GOALS:
+        return []
+    if plan.checkpoint.pretrained_checkpoint or ctx.override("checkpoint.pretrained_checkpoint"):
+        return []  # path_checks.check_pretrained_path judges the path
+    reason = plan.checkpoint.from_scratch
+    if reason is None:
+        return [Check("plan.pretrained_required", "error", {"mode": plan.mode}, subject="checkpoint.pretrained_checkpoint")]
+    if plan.mode in PEFT_GOALS:
+        return [Check("plan.peft_from_scratch", "error", {"mode": plan.mode}, subject="checkpoint.from_scratch")]
+    return [Check("plan.from_scratch", "info", {"mode": plan.mode, "reason": reason}, subject="checkpoint.from_scratch")]
+
+
+def check_time_limit(ctx: PreflightContext) -> list[Check]:
+    """The Plan's predicted step against cluster.time (plan.scale_sanity): a step beyond the limit
+    is an error, train_iters steps beyond it a warning, each with the number that fixes it."""
+    from mbridge_launch.base import slurm_time
+    from mbridge_launch.plan.scale_sanity import time_findings
+
+    plan = ctx.plan
+    try:
+        limit = slurm_time.parse_seconds(plan.cluster.time)
+    except ValueError:
+        return []  # the Plan model refuses such a time on load
+    p = plan.parallelism
+    findings = time_findings(step_s=plan.estimates.step_time_s, limit_s=limit, train_iters=_train_iters(ctx),
+                             gbs=p.gbs, batch_quantum=p.mbs * p.dp)
+    return [Check("plan." + f.code.lower(), f.severity, f.params, subject="cluster.time", key=f.message_key)  # type: ignore[arg-type]
+            for f in findings]
+
+
+def _train_iters(ctx: PreflightContext) -> int | None:
+    stated = whole_number(ctx.override("train.train_iters"))
+    if stated is not None:
+        return stated
+    recipe = ctx.recipe()
+    return getattr(recipe.value, "train_iters", None) if recipe.ok else None
 
 
 # ---------------------------------------------------------------------- layout

@@ -10,6 +10,7 @@ from mbridge_launch.base.i18n import Msg, msg, t
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
 from mbridge_launch.plan import settings, shipped
 from mbridge_launch.plan.overrides import is_true
+from mbridge_launch.plan.scale_sanity import weak_scaled_layout
 from mbridge_launch.recommend import select
 from mbridge_launch.recommend.changes import Change
 from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_vlm, vlm_selectors
@@ -255,7 +256,8 @@ def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precisio
     for i, world in enumerate(counts):
         if world > hardware.gpus_per_node and world % hardware.gpus_per_node:
             continue
-        base = _recipe_layout(recipe, world, overrides)
+        # Megatron Bridge's weak-scaling rule at another count: samples per GPU kept (plan.scale_sanity)
+        base = weak_scaled_layout(_recipe_layout(recipe, world, overrides), recipe, world, overrides)
         seq = request.seq_length or base.seq_length
         try:
             resized = resize_layout(base, world=world, seq_length=seq, arch=arch,

@@ -16,6 +16,7 @@ from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS, PEFT_GOALS
 from mbridge_launch.plan import settings as S
 from mbridge_launch.plan.changecontrol import CONVERGENCE, classify
 from mbridge_launch.plan.overrides import is_on
+from mbridge_launch.plan.scale_sanity import weak_scaled_gbs
 from mbridge_launch.planner.recompute import OVERRIDE_KEY, modules_text, planner_modules
 
 
@@ -83,13 +84,23 @@ def record_layout_changes(rec: Any, before: Any, after: Any) -> None:
             _record_seq_length(rec, key, old, new, user_keys)
             continue
         if attr == "gbs":
-            reason = msg("change.reason.resize_gbs", old=old, mbs=after.mbs, dp=after.dp, gpus=after.world)
-            rec.changes.append(_change(key, old, new, CONVERGENCE, reason, "resize"))
+            rec.changes.append(_change(key, old, new, CONVERGENCE, _gbs_reason(rec, old, new, after), "resize"))
             continue
         cls = classify(key, gbs_fixed=before.gbs == after.gbs)
         rec.changes.append(_change(key, old, new, cls.change_class, _resize_reason(rec, after, cls.reason_key), "resize"))
     _record_recompute(rec, before, after, user_keys)
     _record_fsdp(rec, before, after, user_keys)
+
+
+def _gbs_reason(rec: Any, old: int, new: int, after: Any) -> Msg:
+    """Why the global batch moved: Megatron Bridge's weak-scaling rule at another GPU count
+    (plan.scale_sanity), then, where that batch does not divide by MBS x DP, the nearest one that does."""
+    weak = weak_scaled_gbs(rec.recipe.gbs, rec.recipe.gpus, after.world)
+    nearest = msg("change.reason.resize_gbs", old=weak or old, mbs=after.mbs, dp=after.dp, gpus=after.world)
+    if weak is None:
+        return nearest
+    scaled = msg("change.reason.weak_scale_library", from_gpus=rec.recipe.gpus, to_gpus=after.world, old=old, new=weak)
+    return scaled if new == weak else msg("change.reason.joined", first=scaled, second=nearest)
 
 
 def record_split_changes(rec: Any, before: Any, after: Any) -> None:
@@ -191,7 +202,7 @@ def record_user_changes(rec: Any) -> None:
         default = S.recipe_default(rec.recipe, o.path)
         if is_no_op(default, o.value):
             continue  # restating the recipe's value changes nothing: no override, no change record
-        cls = classify(o.path, gbs_fixed=gbs_fixed)
+        cls = classify(o.key, gbs_fixed=gbs_fixed)  # the key as written: a +key is an added key
         rec.changes.append(_change(o.key, default, o.value, cls.change_class, msg(cls.reason_key), "user"))
         recorded.add(o.path)
     if "model.seq_length" in recorded and "dataset.seq_length" not in paths:

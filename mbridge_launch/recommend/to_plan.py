@@ -232,13 +232,21 @@ def _build_plan(rec: Any, flags: ClusterFlags) -> Plan:
         parallelism=parallelism_of(layout),
         overrides=overrides,
         cluster=cluster,
-        checkpoint=CheckpointPaths(save=save, load=save),
+        checkpoint=CheckpointPaths(save=save, load=save, **starting_weights(rec)),
         launch=launch,
         env_vars=perf_env(gpu_type, layout.tp, layout.cp),
         estimates=estimates,
         warnings=[PlanWarning(code=code, message=message) for code, message in rec.warnings],
         auto_rollback=AutoRollback(watcher_partition=flags.watcher_partition or None),
     )
+
+
+def starting_weights(rec: Any) -> dict[str, Any]:
+    """checkpoint.pretrained_checkpoint from --pretrained-checkpoint, or from_scratch with its
+    reason when --from-scratch asks a fine-tuning goal to start from random weights."""
+    from mbridge_launch.recommend.starting_weights import plan_fields
+
+    return plan_fields(rec.request)
 
 
 def _warn_missing_dataset_fields(rec: Any, paths: list[str]) -> None:

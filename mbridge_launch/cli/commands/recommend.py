@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mount", action="append", default=[], metavar="SRC[:DST]", help=t("help.recommend.mount"))
     group.add_argument("--env", action="append", default=[], metavar="NAME", help=t("help.recommend.env"))
     group.add_argument("--save-dir", help=t("help.recommend.save_dir"))
+    group.add_argument("--pretrained-checkpoint", metavar="PATH", help=t("help.recommend.pretrained_checkpoint"))
+    group.add_argument("--from-scratch", action="store_true", help=t("help.recommend.from_scratch"))
     group.add_argument("--data-path", action="append", default=[], metavar="[WEIGHT:]PREFIX",
                        help=t("help.recommend.data_path"))
     group.add_argument("--segment-support", action="store_true", help=t("help.recommend.segment_support"))
@@ -66,7 +68,14 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.plan.trainer_args import human_command
     from mbridge_launch.recommend import scope, smoke
     from mbridge_launch.recommend.build import recommend
-    from mbridge_launch.recommend.request import Request, normalize_precision, validate_counts
+    from mbridge_launch.recommend.request import (
+        Request,
+        normalize_precision,
+        validate_counts,
+        validate_starting_weights,
+    )
+    from mbridge_launch.recommend.starting_weights import starting_weights_warnings
+    from mbridge_launch.recommend.time_fit import scale_sanity_warnings
     from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
 
     if args.smoke_test:
@@ -78,15 +87,20 @@ def run(args: argparse.Namespace) -> int:
         model, goal, dataset = args.model, args.goal, args.dataset
     scheduler = scope.check_scheduler(args.scheduler)
     validate_counts(args.gpus, args.seq_length)
+    raw_overrides = parse_overrides(args.overrides)
+    validate_starting_weights(args.pretrained_checkpoint, args.from_scratch, raw_overrides, normalize_goal(goal))
     request = Request(model=model, gpus=args.gpus, gpu_type=args.gpu_type, goal=normalize_goal(goal),
                       seq_length=args.seq_length, benchmark=args.benchmark,
                       precision=normalize_precision(args.precision), dataset=dataset,
-                      overrides=parse_overrides(args.overrides), hf_config=args.hf_config,
-                      catalog_version=args.catalog_version, scheduler=scheduler)
+                      overrides=raw_overrides, hf_config=args.hf_config,
+                      catalog_version=args.catalog_version, scheduler=scheduler,
+                      pretrained_checkpoint=args.pretrained_checkpoint, from_scratch=args.from_scratch)
     scope.check_request(request)  # out of scope (other GPUs, schedulers, model kinds): exit 2, with why
     _scheduler_hint()
     rec = smoke.recommend_smoke(request) if args.smoke_test else recommend(request)
     time = args.time or (smoke.SMOKE_TEST_TIME if args.smoke_test else DEFAULT_TIME)
+    rec.warnings += starting_weights_warnings(rec)  # a fine-tuning goal says where its weights come from
+    rec.warnings += scale_sanity_warnings(rec, time)  # a step or run beyond --time, a batch too small for MFU
     flags = ClusterFlags(name=args.name, account=args.account, partition=args.partition, time=time,
                          container_image=args.container_image, mounts=args.mount, env=args.env,
                          save_dir=args.save_dir, data_paths=args.data_path, segment_support=args.segment_support,
