@@ -82,10 +82,10 @@ def classify(sink: Collector, slurm: Optional[SlurmView], *, plan: Any = None) -
         rank = sink.torchrun_root.rank  # torchrun saw which rank failed first
     node = winner.node or (sink.nodes.get(rank) if rank is not None else None) or _slurm_node(slurm, winner.cause)
     cause = winner.cause
-    if cause == "node_failure" and node is None:  # the node another line (srun's) names
-        node = next((e.node for e in events if e.cause == "node_failure" and e.node), None)
+    if cause in _PLACED_BY_SRUN and (node is None or rank is None):
+        node, rank = _placed_by_srun(events, winner, node, rank, plan)
     evidence = [Evidence(winner.file, winner.line, winner.text)]
-    exclude = [node] if cause in ("gpu_hardware", "node_failure") and node else []
+    exclude = [node] if cause in _EXCLUDED and node else []
     quoted = winner.text if len(winner.text) <= SUMMARY_TEXT else winner.text[:SUMMARY_TEXT - 1] + "…"
     summary: Msg = msg(f"diagnose.cause.{cause}", text=one_line(quoted))
     restarts = slurm.restarts if slurm is not None else None
@@ -98,7 +98,44 @@ def classify(sink: Collector, slurm: Optional[SlurmView], *, plan: Any = None) -
     )
 
 
+_EXCLUDED = ("gpu_hardware", "node_failure")  # causes whose node the next submission skips
+
+
+def refresh_node_fix(diagnosis: Diagnosis, plan: Any = None) -> None:
+    """After the node of a diagnosis became known later (from Slurm's node list): the fix names it
+    and a node to skip is listed."""
+    diagnosis.fix = fix_for(diagnosis.cause, diagnosis.node, plan)
+    if diagnosis.cause in _EXCLUDED and diagnosis.node and diagnosis.node not in diagnosis.exclude_nodes:
+        diagnosis.exclude_nodes.append(diagnosis.node)
+
+
 # ---------------------------------------------------------------------- choosing
+# Causes whose first line (slurmstepd's `Detected 1 oom_kill event in StepId=5120.0`, sacct's
+# NODE_FAIL) names no node, while srun's own line for the same failure does
+# (`srun: error: node002: task 11: Out Of Memory`, `srun: error: Node failure on node002`).
+_PLACED_BY_SRUN = ("host_oom", "node_failure")
+
+
+def _placed_by_srun(events: list[Event], winner: Event, node: Optional[str], rank: Optional[int],
+                    plan: Any) -> tuple[Optional[str], Optional[int]]:
+    """The node and rank of `winner` from the lines of the same cause that name them (the winner's
+    own first). srun's task id is the global rank when srun started one task per rank (its
+    --label prefixes, or the Plan's srun launch shape, the default one); under torchrun srun
+    starts one task per node, whose id says nothing about a rank."""
+    per_rank_tasks = getattr(getattr(plan, "launch", None), "shape", "srun") != "torchrun"
+    for event in [winner] + [e for e in events if e is not winner and e.cause == winner.cause]:
+        tasks = event.detail.get("tasks") or []
+        if node is None and event.node:
+            node = event.node
+        if rank is None and event.rank is not None and event is not winner:
+            rank = event.rank
+        if rank is None and len(tasks) == 1 and (event.detail.get("labelled") or per_rank_tasks):
+            rank = int(tasks[0])
+        if node is not None and rank is not None:
+            break
+    return node, rank
+
+
 def _earliest(events: list[Event], tier: int) -> Optional[Event]:
     found = [e for e in events if e.tier == tier]
     return min(found, key=lambda e: e.key) if found else None

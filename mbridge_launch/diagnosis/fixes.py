@@ -24,7 +24,9 @@ def fix_for(cause: str, node: Optional[str] = None, plan: Any = None) -> Msg:
         if found is not None:
             return found
     if cause in _NODE_FIX:
-        return msg(f"diagnose.fix.{cause}", node=node or "?")
+        if not node:  # never `--exclude=?`: say the logs do not name the node, and where to find it
+            return msg(f"diagnose.fix.{cause}.unknown_node")
+        return msg(f"diagnose.fix.{cause}", node=node)
     return msg(f"diagnose.fix.{cause}")
 
 

@@ -38,8 +38,10 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("gpu_oom", r"OutOfMemoryError: CUDA out of memory|CUDA out of memory\. Tried to allocate"
                   r"|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"
                   r"|NCCL WARN Cuda failure 'out of memory'"),
-    # --- host memory: slurmstepd (Slurm >= 21.08 says oom_kill, older oom-kill), the kernel, torch
+    # --- host memory: slurmstepd (Slurm >= 21.08 says oom_kill, older oom-kill), srun's line naming
+    # the node and task (`srun: error: node002: task 11: Out Of Memory`), the kernel, torch
     _p("host_oom", r"Detected \d+ oom[-_]kill event|oom[-_]kill event\(s\)|Out of memory: Kill(?:ed)? process"
+                   r"|^srun: error: [^\s:]+: tasks? [\d,\-]+: Out Of Memory"
                    r"|invoked oom-killer|DataLoader worker \(pid \d+\) is killed by signal: Killed"
                    r"|^(?:\w+\.)*MemoryError\b"),
     # --- GPU hardware: driver Xid lines are handled in classify (the Xid number decides), the CUDA

@@ -65,6 +65,8 @@ _NODE_IN_TEXT = (
     re.compile(r"\bON (\S+) CANCELLED AT\b"), re.compile(r"^srun: error: ([^\s:]+): tasks? [\d,\-]+: "),
     re.compile(r"Node failure on ([^\s,.;:]+(?:\.[^\s,;:]+)*)"), re.compile(r"\bRank \d+, node ([^\s,]+),"),
     re.compile(r"\bon node ([^\s,;:]+)"), re.compile(r"^([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL"),
+    # slurmstepd names its node in its log prefix on some sites: `slurmstepd-node002: error: Detected 1 oom_kill ...`
+    re.compile(r"^slurmstepd-([^\s:]+): "),
 )
 _LABEL = re.compile(r"^\d{1,6}: ")
 _SRUN_TASKS = re.compile(r"^srun: error: ([^\s:]+): tasks? ([\d,\-]+): ")
@@ -321,7 +323,11 @@ class FileScanner:
             return
         pattern = match_line(text)
         if pattern is not None:
-            self.emit(pattern.cause, pattern.tier, text, lineno, rank, node)
+            if tasks:  # srun names the task(s) that failed: their ids, for classify to turn into ranks
+                self.emit(pattern.cause, pattern.tier, text, lineno, rank, node, tasks=_task_ids(tasks.group(2)),
+                          labelled=self.srun_labels)
+            else:
+                self.emit(pattern.cause, pattern.tier, text, lineno, rank, node)
             return
         if GENERIC_ERROR.search(text):
             self.emit("unknown", ERROR_LINE, text, lineno, rank, node)

@@ -150,13 +150,19 @@ def recommend(request: Request) -> Recommendation:
         recipe = select.select_library(catalog, model, request.goal, request.recipe_mode,
                                        seq_length=request.seq_length, gpu_type=gpu_type,
                                        precision=request.precision, gpus=request.gpus)
-    dataset, notes = choose_dataset(request.goal, recipe, request.dataset)
+    # the recipe shipped for exactly this request that run_recipe.py cannot load: its dataset is the default
+    shadowed = None if request.benchmark else select.passed_over(
+        catalog, recipe, seq_length=request.seq_length, gpu_type=gpu_type, precision=request.precision, gpus=request.gpus)
+    dataset, notes = choose_dataset(request.goal, recipe, request.dataset, default_from=shadowed)
     precision = request.precision or recipe.precision or "bf16"
     overrides = {o.path: o.value or "" for o in request.overrides}
     world, resized, fit_warnings = _fit_world(request, recipe, arch, hardware, precision, overrides)
     fit = dict(fit_warnings)  # code -> message
     nodes, per_node = _nodes_for(world, hardware.gpus_per_node, gpu_type)
     rec = Recommendation(request, model, recipe, catalog, hardware, arch, dataset, None, nodes, per_node, notes=notes)
+    if shadowed is not None:
+        rec.warnings.append(("SHIPPED_SHADOWED", msg("pitfall.shipped_shadowed", shipped=shadowed.name, recipe=recipe.name,
+                                                     dataset=dataset)))
     for code in ("SHIPPED_LAYOUT_INVALID", "SHIPPED_SPLIT_ADDED"):
         if code in fit:
             rec.warnings.append((code, fit[code]))

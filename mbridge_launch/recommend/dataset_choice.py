@@ -32,7 +32,11 @@ def selector_is_vlm(selector: str) -> bool | None:
     return found.modality == "vlm"
 
 
-def choose_dataset(goal: str, recipe: Any, requested: str | None) -> tuple[str, list[str]]:
+def choose_dataset(goal: str, recipe: Any, requested: str | None, *,
+                   default_from: Any = None) -> tuple[str, list[str]]:
+    """The selector and its notes. Without --dataset a fine-tuning request takes the selector of
+    `default_from` (the recipe shipped for exactly this request when another one stands in for it)
+    or else of the chosen recipe: the dataset follows the recipe NVIDIA ships for the request."""
     notes: list[str] = []
     if recipe.kind == "benchmark":
         if requested:
@@ -44,7 +48,7 @@ def choose_dataset(goal: str, recipe: Any, requested: str | None) -> tuple[str, 
         if not finetune:
             notes.append(t("card.dataset_mock_note"))
             return "mock", notes
-        default = (recipe.dataset or {}).get("selector")
+        default = ((default_from or recipe).dataset or {}).get("selector")
         known = datasets.load_datasets()
         if default in known and default != "mock" and known[default].allows(goal):
             selector = default

@@ -107,6 +107,10 @@ class Subject:
 
         if diagnosis.node is None and diagnosis.failed and diagnosis.cause not in ("time_limit", "preempted"):
             diagnosis.node = place(diagnosis.rank)
+            if diagnosis.node is not None:  # the fix and the node to skip name the node now known
+                from mbridge_launch.diagnosis.classify import refresh_node_fix
+
+                refresh_node_fix(diagnosis, self.plan)
         for symptom in diagnosis.symptoms:
             if isinstance(symptom, dict) and symptom.get("node") is None:
                 symptom["node"] = place(symptom.get("rank"))
