@@ -35,6 +35,21 @@ class Component:
 
 
 @dataclass(frozen=True)
+class ReleaseContainer:
+    """The NeMo Framework image of a Megatron Bridge release and where it keeps the checkout."""
+    release: str
+    image: str
+    megatron_bridge_path: str
+    note: str
+    source: str
+
+    @property
+    def entry_script(self) -> str:
+        """run_recipe.py at its in-image path: the job needs no checkout of its own."""
+        return f"{self.megatron_bridge_path.rstrip('/')}/scripts/training/run_recipe.py"
+
+
+@dataclass(frozen=True)
 class Feature:
     key: str
     title: str
@@ -88,7 +103,7 @@ def matches(spec: str, version: str) -> bool:
 
 
 @lru_cache(maxsize=1)
-def _load() -> tuple[dict[str, Component], dict[str, Feature], tuple[str, ...]]:
+def _load() -> tuple[dict[str, Component], dict[str, Feature], tuple[str, ...], dict[str, ReleaseContainer]]:
     from mbridge_launch.base.resources import catalog_yaml
 
     data: dict[str, Any] = catalog_yaml("compatibility.yaml")
@@ -102,7 +117,12 @@ def _load() -> tuple[dict[str, Component], dict[str, Feature], tuple[str, ...]]:
                      str(entry["needs"]), str(entry["source"]))
         for key, entry in data["features"].items()
     }
-    return components, features, tuple(str(o) for o in data["pyxis_options"])
+    containers = {
+        str(release): ReleaseContainer(str(release), str(entry["image"]), str(entry["megatron_bridge_path"]),
+                                       str(entry["note"]), str(entry["source"]))
+        for release, entry in (data.get("containers") or {}).items()
+    }
+    return components, features, tuple(str(o) for o in data["pyxis_options"]), containers
 
 
 def components() -> dict[str, Component]:
@@ -116,6 +136,12 @@ def features() -> dict[str, Feature]:
 def pyxis_options() -> tuple[str, ...]:
     """The container options the executors put on srun, which `srun --help` must list."""
     return _load()[2]
+
+
+def release_container(release: str) -> ReleaseContainer | None:
+    """The NeMo Framework image of that Megatron Bridge release (the catalog's), None when the
+    matrix names none (a synced newer release: the user gives --container-image or --workdir)."""
+    return _load()[3].get(release)
 
 
 def support(component: str, version: str) -> tuple[str, str]:

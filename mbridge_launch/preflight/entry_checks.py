@@ -4,11 +4,12 @@ where the job starts, before a job waits in the queue only to fail with "can't o
 Where the job starts: launch.workdir (relative to the submit directory), else the submit directory
 (where `submit` runs, `--script-dir`). Without a container the script must be there on the login
 node's view of the file system, which the compute nodes share for the start directory: a missing
-file is an error. A preflight run on its own does not know where `submit` will run; for a Plan
-without launch.workdir it looks in the current directory and only warns (the gate, which knows,
-makes it an error). With a container (Pyxis and an image) the script is inside the image, usually
-in its working directory /opt/Megatron-Bridge: not visible from here, so the check says what is
-assumed and gives the one-line srun that verifies it on a node.
+file is an error. One classification for `preflight` and the gate (and so `submit --dry-run`): a
+preflight run on its own takes the current directory as the submit directory, as `submit` does by
+default, so a Plan the dry run would refuse never passes preflight with a warning. With a container
+(Pyxis and an image) the script is inside the image (the NeMo image keeps it in
+/opt/Megatron-Bridge): not visible from here, so the check says what is assumed and gives the
+one-line srun that verifies it on a node.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ SCRIPT_SUFFIXES = (".py", ".sh")
 
 
 def run_entry_checks(ctx: PreflightContext) -> list[Check]:
-    return run_all(ctx, (check_entry,))
+    return run_all(ctx, (check_entry, check_python))
 
 
 def entry_script(entry: list[str]) -> str | None:
@@ -60,12 +61,28 @@ def check_entry(ctx: PreflightContext) -> list[Check]:
     params = {"path": str(path), "script": script, "base": str(start)}
     if path.is_file():
         return [Check("entry.found", "info", params, subject=str(path))]
-    if workdir:
-        return [Check("entry.missing", "error", params, subject=str(path))]
-    if ctx.submit_dir is not None:
-        return [Check("entry.missing_submit_dir", "error", params, subject=str(path))]
-    # no launch.workdir and no submit yet: the start directory is wherever `submit` will run
-    return [Check("entry.missing_here", "warning", params, subject=str(path))]
+    code = "entry.missing" if workdir else "entry.missing_submit_dir"
+    return [Check(code, "error", params, subject=str(path))]
+
+
+def check_python(ctx: PreflightContext) -> list[Check]:
+    """Without a container the job's Python is whatever the compute node runs: under
+    `--export=NONE` nothing of the submitting shell (an activated venv, PYTHONPATH) reaches it, so
+    the Plan says which interpreter and environment the job gets; an interpreter named by a path
+    that does not exist here is an error (the nodes share the file system the job starts in)."""
+    plan = ctx.plan
+    entry = list(plan.launch.entry)
+    if uses_container(ctx) or not entry or entry_script(entry) is None:
+        return []
+    script = entry_script(entry)
+    runner = entry[:entry.index(script)] if script in entry else entry[:1]
+    python = sh_join(runner or entry[:1])
+    params = {"python": python, "release": plan.catalog.version, "setup": "; ".join(plan.launch.setup)}
+    first = (runner or entry)[0]
+    if os.path.isabs(first) and not Path(first).exists():
+        return [Check("entry.python_missing", "error", {**params, "python": first}, subject=first)]
+    code = "entry.host_python_setup" if plan.launch.setup else "entry.host_python"
+    return [Check(code, "info", params, subject=python, hint_key="preflight.entry.host_python.hint")]
 
 
 def _in_image(ctx: PreflightContext, script: str) -> Check:
@@ -80,5 +97,8 @@ def _in_image(ctx: PreflightContext, script: str) -> Check:
         argv.append(f"--container-workdir={workdir}")
     argv += ["test", "-f", script]
     params = {"script": script, "image": cluster.container_image, "workdir": workdir or "", "command": sh_join(argv)}
-    code = "entry.in_image_workdir" if workdir else "entry.in_image"
+    if os.path.isabs(script):  # the image's own copy, named by its path (recommend --smoke-test)
+        code = "entry.in_image_path"
+    else:
+        code = "entry.in_image_workdir" if workdir else "entry.in_image"
     return Check(code, "info", params, subject=script)

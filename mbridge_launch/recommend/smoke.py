@@ -24,12 +24,21 @@ Why these settings (Megatron Bridge 0.6.2, training/config.py and train.py):
 - `checkpoint.save_interval=0`: train.py saves neither at an interval nor at the end when it is 0
   (`save_interval != 0`), so the run needs no checkpoint space: an 8B checkpoint with optimizer
   state is 112 GB, more than an ordinary disk has free.
+
+Where it runs: in the NeMo Framework container of the catalog's release (the compatibility
+matrix's `containers` row: image and the in-image Megatron Bridge path), so a fresh machine needs no
+checkout and the dry run is one a real submit accepts. The job starts in the directory `recommend`
+ran in (launch.workdir, absolute), mounted at the same path in the image, so its relative paths
+(logs, checkpoint.save/load) mean the same place on the host and in the container; the trainer is
+the image's own run_recipe.py at its absolute path. `--workdir DIR` (a checkout), `--entry` or
+`--container-image` keep what the user chose: the container route is only the default.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
 from mbridge_launch.base.i18n import Msg, msg
 from mbridge_launch.plan.overrides import RawOverride, whole_number
@@ -62,6 +71,23 @@ def smoke_settings(layout: Any, user: list[RawOverride]) -> list[tuple[str, str,
         ("checkpoint.save_interval", "0", msg("change.reason.smoke_test_checkpoint")),
     ]
     return [s for s in settings if s[0] not in given]
+
+
+def container_route(flags: Any, release: str, here: Optional[Path] = None) -> Any:
+    """`flags` (recommend.to_plan.ClusterFlags) with the release's container, in-image trainer and
+    the start directory mounted at its own path; unchanged where the user chose the start directory,
+    the trainer or an image, or the matrix names no container for the release."""
+    from mbridge_launch.knowledge.compatibility import release_container
+
+    container = release_container(release)
+    if container is None or flags.workdir or flags.entry or flags.container_image:
+        return flags
+    start = str((here or Path.cwd()).resolve())
+    mounts = list(flags.mounts)
+    if not any(m.split(":")[-1] == start for m in mounts):
+        mounts.append(f"{start}:{start}")
+    return replace(flags, container_image=container.image, entry=["python", container.entry_script],
+                   workdir=start, mounts=mounts)
 
 
 def recommend_smoke(request: Request) -> Any:

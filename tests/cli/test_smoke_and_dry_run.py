@@ -17,6 +17,9 @@ def smoke_plan(mbl, directory, *extra):
     return directory / "p.yaml", proc
 
 
+CHECKOUT_ROUTE = ("--entry", "python", "scripts/training/run_recipe.py")  # no container: the job needs a checkout
+
+
 def checkout(directory):
     script = directory / "scripts" / "training" / "run_recipe.py"
     script.parent.mkdir(parents=True)
@@ -38,7 +41,45 @@ def test_smoke_test_plan_passes_preflight_no_cluster(mbl, tmp_path):
     found = {c["code"]: c["severity"] for c in report["checks"]}
     assert not [code for code, severity in found.items() if severity == "error"]
     assert found["path.save_space_none"] == "info"  # no checkpoint: no 2 x 17 GB to find room for
-    assert found["entry.missing_here"] == "warning"  # the job starts where `submit` runs: said, not hidden
+    assert found["entry.in_image_path"] == "info"  # the release's NeMo image holds the trainer: no checkout needed
+
+
+def test_smoke_test_runs_in_the_release_container(mbl, tmp_path):
+    """The image and in-image Megatron Bridge path come from the compatibility matrix; the start
+    directory is mounted at its own path, so relative paths mean one place on host and in image."""
+    from mbridge_launch.knowledge.compatibility import release_container
+
+    path, _ = smoke_plan(mbl, tmp_path)
+    plan = load_plan(path)
+    container = release_container(plan.catalog.version)
+    assert container is not None and plan.cluster.container_image == container.image
+    assert plan.launch.entry == ["python", f"{container.megatron_bridge_path}/scripts/training/run_recipe.py"]
+    start = str(tmp_path.resolve())
+    assert plan.launch.workdir == start
+    assert [(m.source, m.target) for m in plan.cluster.container_mounts] == [(start, start)]
+
+
+@pytest.mark.parametrize("flag", [("--workdir", "mb"), ("--container-image", "img.sqsh"), CHECKOUT_ROUTE])
+def test_the_user_s_route_wins_over_the_container(mbl, tmp_path, flag):
+    checkout(tmp_path / "mb")
+    plan = load_plan(smoke_plan(mbl, tmp_path, *flag)[0])
+    assert plan.cluster.container_image == (flag[1] if flag[0] == "--container-image" else None)
+    assert plan.launch.entry[-1] == "scripts/training/run_recipe.py"
+
+
+@pytest.mark.parametrize("route", [(), CHECKOUT_ROUTE])
+def test_preflight_and_the_dry_run_classify_alike(mbl, tmp_path, route):
+    """One classification: every check has the same severity in `preflight` and in the dry run
+    (the container route passes both; the checkout route without a checkout fails both)."""
+    smoke_plan(mbl, tmp_path, *route)
+    pre = mbl.run("preflight", "p.yaml", "--no-cluster", "--format", "json", cwd=tmp_path)
+    dry = mbl.run("submit", "p.yaml", "--dry-run", "--no-cluster-checks", "--format", "json", cwd=tmp_path)
+    pre_checks = {(c["code"], c["severity"]) for c in pre.json()["checks"] if c["code"] != "cluster.skipped"}
+    dry_checks = {(c["code"], c["severity"]) for c in json.loads(dry.stdout)["preflight"]["checks"]
+                  if c["code"] != "cluster.skipped"}
+    assert pre_checks == dry_checks and pre.rc == dry.rc == (1 if route else 0), (pre_checks ^ dry_checks)
+    if route:
+        assert ("entry.missing_submit_dir", "error") in pre_checks
 
 
 def test_smoke_test_is_a_short_run_with_a_consistent_schedule(mbl, tmp_path):
@@ -82,7 +123,7 @@ def test_a_real_recommend_keeps_its_time_limit_default(mbl, tmp_path):
 
 
 def test_dry_run_of_a_plan_a_submit_would_refuse_says_so_and_exits_1(mbl, tmp_path):
-    smoke_plan(mbl, tmp_path)
+    smoke_plan(mbl, tmp_path, *CHECKOUT_ROUTE)
     state = tmp_path / "state"
     proc = mbl.run("submit", "p.yaml", "--dry-run", "--no-cluster-checks", cwd=tmp_path,
                    env={"MBRIDGE_LAUNCH_STATE_DIR": str(state), "MBRIDGE_LAUNCH_LEDGER": None})
@@ -96,14 +137,14 @@ def test_dry_run_of_a_plan_a_submit_would_refuse_says_so_and_exits_1(mbl, tmp_pa
 
 
 def test_dry_run_of_a_plan_that_passes_exits_0(mbl, tmp_path):
-    smoke_plan(mbl, checkout(tmp_path))
+    smoke_plan(mbl, checkout(tmp_path), *CHECKOUT_ROUTE)
     proc = mbl.run("submit", "p.yaml", "--dry-run", "--no-cluster-checks", cwd=tmp_path)
     assert proc.rc == 0, proc.stderr
     assert proc.stdout.splitlines()[1].startswith("# dry run: preflight passed")
 
 
 def test_dry_run_json_carries_the_verdict(mbl, tmp_path):
-    smoke_plan(mbl, tmp_path)
+    smoke_plan(mbl, tmp_path, *CHECKOUT_ROUTE)
     proc = mbl.run("submit", "p.yaml", "--dry-run", "--no-cluster-checks", "--format", "json", cwd=tmp_path)
     assert proc.rc == 1
     data = json.loads(proc.stdout)
@@ -113,7 +154,7 @@ def test_dry_run_json_carries_the_verdict(mbl, tmp_path):
 
 
 def test_dry_run_with_force_and_reason_says_the_submit_would_go_on(mbl, tmp_path):
-    smoke_plan(mbl, tmp_path)
+    smoke_plan(mbl, tmp_path, *CHECKOUT_ROUTE)
     proc = mbl.run("submit", "p.yaml", "--dry-run", "--no-cluster-checks", "--force", "--reason", "entry in image",
                    cwd=tmp_path)
     assert proc.rc == 0, proc.stderr
@@ -122,7 +163,7 @@ def test_dry_run_with_force_and_reason_says_the_submit_would_go_on(mbl, tmp_path
 
 def test_script_dir_is_where_a_plan_without_workdir_starts(mbl, tmp_path):
     """The job starts where the scheduler is called: --script-dir, for a plan without launch.workdir."""
-    smoke_plan(mbl, tmp_path)
+    smoke_plan(mbl, tmp_path, *CHECKOUT_ROUTE)
     checkout(tmp_path / "mb")
     proc = mbl.run("submit", "p.yaml", "--dry-run", "--no-cluster-checks", "--script-dir", "mb", cwd=tmp_path)
     assert proc.rc == 0, proc.stderr

@@ -16,7 +16,9 @@ DEFAULT_ENTRY = ["python", "scripts/training/run_recipe.py"]
 
 
 def entry_checks(plan, submit_dir=None):
-    return [(c.code, c.severity) for c in run_entry_checks(PreflightContext(plan=plan, env={}, submit_dir=submit_dir))]
+    """The findings about the entry script (the job's Python has its own test below)."""
+    return [(c.code, c.severity) for c in run_entry_checks(PreflightContext(plan=plan, env={}, submit_dir=submit_dir))
+            if not c.code.startswith("entry.host_python")]
 
 
 def checkout(directory):
@@ -52,7 +54,7 @@ def test_entry_in_the_workdir_is_found(plan, tmp_path):
 def test_entry_missing_from_the_workdir_is_an_error(plan, tmp_path):
     (tmp_path / "empty").mkdir()
     missing = edit(plan, **{"launch.workdir": str(tmp_path / "empty")})
-    checks = run_entry_checks(PreflightContext(plan=missing, env={}))
+    checks = run_entry_checks(PreflightContext(plan=missing, env={}))[:1]
     assert [(c.code, c.severity) for c in checks] == [("entry.missing", "error")]
     text = checks[0].message("en") + " " + checks[0].hint("en")
     assert str(tmp_path / "empty" / "scripts/training/run_recipe.py") in text and "--workdir" in text
@@ -69,12 +71,35 @@ def test_without_workdir_the_submit_directory_decides(plan, tmp_path):
     assert entry_checks(no_workdir, submit_dir=tmp_path / "elsewhere") == [("entry.missing_submit_dir", "error")]
 
 
-def test_without_workdir_a_preflight_of_its_own_only_warns(plan, tmp_path, monkeypatch):
-    """It cannot know where `submit` will run: it looks in the current directory and warns."""
+def test_without_workdir_a_preflight_of_its_own_classifies_as_the_gate(plan, tmp_path, monkeypatch):
+    """The current directory is the submit directory, as for `submit`: the same error, not a warning."""
     monkeypatch.chdir(tmp_path)
-    assert entry_checks(edit(plan, **{"launch.workdir": None})) == [("entry.missing_here", "warning")]
+    no_workdir = edit(plan, **{"launch.workdir": None})
+    assert entry_checks(no_workdir) == entry_checks(no_workdir, submit_dir=tmp_path) == [("entry.missing_submit_dir", "error")]
     checkout(tmp_path)
-    assert entry_checks(edit(plan, **{"launch.workdir": None})) == [("entry.found", "info")]
+    assert entry_checks(no_workdir) == [("entry.found", "info")]
+
+
+def test_an_in_image_path_is_named_as_such(plan):
+    image = edit(plan, **{"launch.workdir": None, "cluster.container_image": "nvcr.io#nvidia/nemo:26.08",
+                          "cluster.profile.pyxis": True,
+                          "launch.entry": ["python", "/opt/Megatron-Bridge/scripts/training/run_recipe.py"]})
+    checks = run_entry_checks(PreflightContext(plan=image, env={}))
+    assert [(c.code, c.severity) for c in checks] == [("entry.in_image_path", "info")]
+    assert "usually" not in checks[0].message("en")
+
+
+def test_without_a_container_the_job_s_python_is_said(plan, tmp_path):
+    """How a non-container job gets Megatron Bridge's Python: said, and a named interpreter checked."""
+    host = edit(plan, **{"launch.workdir": str(checkout(tmp_path / "mb"))})
+    checks = run_entry_checks(PreflightContext(plan=host, env={}))
+    assert [(c.code, c.severity) for c in checks] == [("entry.found", "info"), ("entry.host_python", "info")]
+    assert "--export=NONE" in checks[1].message("en") and "launch.setup" in checks[1].hint("en")
+    setup = edit(host, **{"launch.setup": ["source /opt/venv/bin/activate"]})
+    assert [c.code for c in run_entry_checks(PreflightContext(plan=setup, env={}))][1] == "entry.host_python_setup"
+    missing = edit(host, **{"launch.entry": [str(tmp_path / "no-venv/bin/python"), "scripts/training/run_recipe.py"]})
+    assert [(c.code, c.severity) for c in run_entry_checks(PreflightContext(plan=missing, env={}))][1] == \
+        ("entry.python_missing", "error")
 
 
 def test_relative_workdir_is_relative_to_the_submit_directory(plan, tmp_path):

@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
                          container_image=args.container_image, mounts=args.mount, env=args.env,
                          save_dir=args.save_dir, data_paths=args.data_path, segment_support=args.segment_support,
                          entry=args.entry, workdir=args.workdir, watcher_partition=_watcher_partition(args))
+    if args.smoke_test:  # runs in the release's NeMo container unless --workdir/--entry/--container-image say otherwise
+        flags = smoke.container_route(flags, rec.catalog.version)
     plan = build_plan(rec, flags)
     command = human_command(plan)
     if args.format == "json":
