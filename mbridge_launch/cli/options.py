@@ -56,6 +56,22 @@ def int_arg(low: int | None = None, high: int | None = None):
     return parse
 
 
+def seq_length_arg(text: str) -> int:
+    """An argparse `type` for --seq-length: 4096, 4k, 32K, 128k (knowledge/vocabulary.py's one
+    parser); a bad value is argparse's one line naming the flag and the accepted forms, exit 2.
+    Its bounds are the command's own check (recommend.seq_positive, the planner's size limit)."""
+    from mbridge_launch.base.numbers import BadNumber
+    from mbridge_launch.knowledge.vocabulary import BadSeqLength, parse_seq_length
+
+    try:
+        return parse_seq_length(text)
+    except (BadSeqLength, BadNumber) as exc:
+        raise argparse.ArgumentTypeError(exc.reason()) from None
+
+
+seq_length_arg.__name__ = "seq_length"
+
+
 def target_arg(text: str) -> str:
     """An argparse `type` for RUN|DIR: an empty (or blank) target is refused, not read as the
     current directory (Path('') is '.')."""

@@ -146,3 +146,45 @@ def catalog_field(attr: str) -> str:
     (tensor_model_parallel_size, ...); dataset.seq_length keeps its prefix (dataset_seq_length)."""
     section, _, leaf = RECIPE_KEYS[attr].partition(".")
     return f"dataset_{leaf}" if section == "dataset" else leaf
+
+
+# ---------------------------------------------------------------------- sequence lengths
+# A suffix counts 1,024 tokens per k, as the recipe names do (`_128k_config` is 131,072 tokens),
+# so `--seq-length 128k` asks for exactly the sequence length of a 128k recipe.
+SEQ_SUFFIXES = {"k": 1024, "m": 1024 * 1024}
+
+
+def parse_seq_length(text: object) -> int:
+    """Tokens from '4096', '4k', '32K', '128k' (131072) or '1m'; spaces around are ignored. A value
+    that is none of these raises BadNumber, whose reason() says the accepted forms: one parser
+    for every --seq-length (recommend, plan, estimate)."""
+    from mbridge_launch.base.numbers import ANY_INT, BadNumber, whole
+
+    if isinstance(text, str):
+        stripped = text.strip()
+        factor = SEQ_SUFFIXES.get(stripped[-1:].lower())
+        if factor is not None:
+            try:
+                return whole(stripped[:-1], *ANY_INT) * factor
+            except BadNumber:
+                raise BadSeqLength(text) from None
+        try:
+            return whole(stripped, *ANY_INT)
+        except BadNumber:
+            raise BadSeqLength(text) from None
+    return whole(text, *ANY_INT)
+
+
+class BadSeqLength(ValueError):
+    """A --seq-length that is neither a whole number nor one with a k/m suffix."""
+
+    def __init__(self, value: object) -> None:
+        from mbridge_launch.base.numbers import shown
+
+        self.shown = shown(value)
+        super().__init__(f"{self.shown} is not a sequence length")
+
+    def reason(self) -> str:
+        from mbridge_launch.base.i18n import t
+
+        return t("vocabulary.seq_length_bad", value=self.shown)

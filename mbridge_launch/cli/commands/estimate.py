@@ -15,7 +15,7 @@ _MODEL_RULES = ("RULE_TP_KV_HEADS", "RULE_TP_HEADS", "RULE_TP_FFN", "RULE_EP_EXP
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.cli.options import int_arg
+    from mbridge_launch.cli.options import int_arg, seq_length_arg
 
     parser.add_argument("--model", help=t("help.common.model"))
     parser.add_argument("--gpu-type", default="h100", help=t("help.common.gpu_type"))
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--etp", type=int_arg(), help=t("help.estimate.etp"))
     parser.add_argument("--mbs", type=int_arg(), default=1, help=t("help.estimate.mbs"))
     parser.add_argument("--gbs", type=int_arg(), help=t("help.estimate.gbs"))
-    parser.add_argument("--seq-length", type=int_arg(), default=4096, help=t("help.estimate.seq_length"))
+    parser.add_argument("--seq-length", type=seq_length_arg, default=4096, help=t("help.estimate.seq_length"))
     parser.add_argument("--precision", default="bf16", help=t("help.common.precision"))
     parser.add_argument("--goal", default="pretrain", help=t("help.common.goal"))
     parser.add_argument("--fsdp", action="store_true", help=t("help.estimate.fsdp"))

@@ -10,13 +10,13 @@ HELP = "help.plan"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.cli.options import int_arg, path_arg
+    from mbridge_launch.cli.options import int_arg, path_arg, seq_length_arg
 
     parser.add_argument("--model", help=t("help.common.model"))
     parser.add_argument("--gpus", type=int_arg(), required=True, help=t("help.common.gpus"))
     parser.add_argument("--gpu-type", default="h100", help=t("help.common.gpu_type"))
     parser.add_argument("--goal", default="pretrain", help=t("help.common.goal"))
-    parser.add_argument("--seq-length", type=int_arg(), help=t("help.plan.seq_length"))
+    parser.add_argument("--seq-length", type=seq_length_arg, help=t("help.plan.seq_length"))
     parser.add_argument("--gbs", type=int_arg(), help=t("help.plan.gbs"))
     parser.add_argument("--precision", default="bf16", help=t("help.common.precision"))
     parser.add_argument("--top", type=int_arg(), default=5, help=t("help.plan.top"))

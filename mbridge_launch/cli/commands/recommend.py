@@ -11,13 +11,13 @@ DEFAULT_TIME = "04:00:00"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.cli.main import add_common
-    from mbridge_launch.cli.options import int_arg, path_arg
+    from mbridge_launch.cli.options import int_arg, path_arg, seq_length_arg
 
     parser.add_argument("--model", help=t("help.recommend.model"))
     parser.add_argument("--gpus", type=int_arg(), help=t("help.recommend.gpus"))
     parser.add_argument("--gpu-type", default="h100", help=t("help.common.gpu_type"))
     parser.add_argument("--goal", help=t("help.common.goal"))  # None: pretrain (told apart from --smoke-test's)
-    parser.add_argument("--seq-length", type=int_arg(), help=t("help.recommend.seq_length"))
+    parser.add_argument("--seq-length", type=seq_length_arg, help=t("help.recommend.seq_length"))
     parser.add_argument("--benchmark", action="store_true", help=t("help.recommend.benchmark"))
     parser.add_argument("--precision", help=t("help.recommend.precision"))
     parser.add_argument("--dataset", help=t("help.recommend.dataset"))
