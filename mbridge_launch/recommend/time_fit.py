@@ -56,8 +56,6 @@ def _tiny_batch(rec: Any) -> list[tuple[str, Msg]]:
     mfu = getattr(rec.estimate, "mfu", None)
     if mfu is None or mfu >= TINY_MFU or rec.arch is None:
         return []
-    if any(o.path == "train.global_batch_size" for o in rec.request.overrides):
-        return []  # the user chose this batch
     better = sane_batch(rec.layout, rec.arch, rec.hardware, _precision(rec), rec.request.goal, mfu)
     if better is None:
         return []

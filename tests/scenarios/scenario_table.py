@@ -19,7 +19,15 @@ class Scenario:
     args: tuple[str, ...]  # recommend arguments (without -o / --format)
 
 
+# fine-tuning starts from a Megatron checkpoint, which preflight requires: a path on the shared
+# storage a user names (absent on the test machine: a fact of the machine, not of the Plan)
+FINETUNE_GOALS = ("sft", "lora", "dora")
+
+
 def _s(id: str, family: str, *args: str) -> Scenario:
+    goal = args[args.index("--goal") + 1] if "--goal" in args else "pretrain"
+    if goal in FINETUNE_GOALS:
+        args = (*args, "--pretrained-checkpoint", f"/lustre/checkpoints/{id}")
     return Scenario(id, family, tuple(args))
 
 

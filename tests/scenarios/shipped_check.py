@@ -26,6 +26,8 @@ def check(recipe, tmp: Path) -> tuple[str, str]:  # noqa: ANN001
             "--goal", goal_of(recipe), "--format", "json", "-o", str(plan_file), "--save-dir", str(tmp / "ckpt")]
     if recipe.precision:
         args += ["--precision", recipe.precision]
+    if goal_of(recipe) != "pretrain":  # fine-tuning starts from a Megatron checkpoint (preflight requires one)
+        args += ["--pretrained-checkpoint", str(tmp / "pretrained")]
     rec = call(args, tmp)
     if rec.rc == 0 and json.loads(rec.out)["recipe"] != recipe.name and recipe.seq_length:
         # a variant (16k, 128k, ...) at the same count: the request a user makes for it names its length
