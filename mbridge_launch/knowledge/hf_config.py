@@ -242,3 +242,51 @@ def hf_model_type(path: str | Path) -> str:
         if isinstance(raw.get(nested), dict) and raw[nested].get("model_type"):
             return str(raw[nested]["model_type"])
     return str(raw.get("model_type") or "")
+
+
+# what a config's model takes in besides text: the keys Hugging Face configs use for the encoder
+_VISION_KEYS = ("vision_config", "vision_tower", "mm_vision_tower", "image_token_id", "image_token_index",
+                "vision_start_token_id")
+_AUDIO_KEYS = ("audio_config", "audio_token_index", "audio_token_id")
+
+
+def hf_modality(path: str | Path) -> str:
+    """'text', 'vision', 'audio' or 'omni' (both): what the config's model reads (a VLM config nests a vision
+    encoder's config; a text model has none), so that the nearest recipe models of a text model
+    are text models, not vision-language ones of a similar size."""
+    try:
+        raw = _load_json(_config_file(path))
+    except (ValueError, RecursionError, UserError):
+        return "text"
+    if not isinstance(raw, dict):
+        return "text"
+    model_type = str(raw.get("model_type") or "").lower()
+    audio = any(key in raw for key in _AUDIO_KEYS) or "audio" in model_type
+    vision = any(key in raw for key in _VISION_KEYS) or "_vl" in model_type or "llava" in model_type
+    if "omni" in model_type or (audio and vision):
+        return "omni"
+    return "audio" if audio else "vision" if vision else "text"
+
+
+def cached_hf_config(hf_id: str, environ: Any = None) -> Path | None:
+    """The config.json of `hf_id` ('org/name') in the local Hugging Face hub cache, newest
+    snapshot first, or None. The cache is $HF_HUB_CACHE, else $HF_HOME/hub, else
+    ~/.cache/huggingface/hub (huggingface_hub's own order); nothing is downloaded."""
+    import os
+
+    env = os.environ if environ is None else environ
+    parts = hf_id.strip().strip("/").split("/")
+    if len(parts) != 2 or not all(parts) or any(p in (".", "..") for p in parts):
+        return None
+    if env.get("HF_HUB_CACHE"):
+        hub = Path(env["HF_HUB_CACHE"])
+    elif env.get("HF_HOME"):
+        hub = Path(env["HF_HOME"]) / "hub"
+    else:
+        hub = Path(env.get("HOME") or Path.home()) / ".cache" / "huggingface" / "hub"
+    snapshots = hub / f"models--{parts[0]}--{parts[1]}" / "snapshots"
+    try:
+        found = [c for c in snapshots.glob("*/config.json") if c.is_file()]
+    except OSError:
+        return None
+    return max(found, key=lambda c: c.stat().st_mtime, default=None)

@@ -309,6 +309,8 @@ def load_arch(token: str) -> ModelArch | None:
 
 
 # ---------------------------------------------------------------------- name resolution
+# the UserError keys of a name the catalog does not resolve (any other failure is not 'unknown')
+UNKNOWN_MODEL_KEYS = ("models.unknown", "models.unknown_none", "models.unknown_hf", "models.not_in_catalog")
 _SUFFIXES = ("instruct", "base", "hf", "it", "pt", "chat", "bf16", "fp8", "8k")
 
 
@@ -391,6 +393,8 @@ def resolve_model(text: str) -> str:
     if _written_as_path(query):
         raise UserError("models.hf_config_missing", path=query)  # meant a path, and nothing is there
     tokens = sorted({*cat, *(tok for tok, _ in recipe_pairs)})
+    if not _family_known(query, tokens):
+        raise _not_in_catalog(query)  # no model of that family: name matches would only mislead
     by_key = {_norm(tok): tok for tok in tokens}
     close = difflib.get_close_matches(_norm(query), list(by_key), n=5, cutoff=0.5)
     if not close:
@@ -400,7 +404,44 @@ def resolve_model(text: str) -> str:
         names = [by_key[k] for k in close]
     if not names:
         raise UserError("models.unknown_none", model=query)
+    if "/" in query:  # an HF id: its config.json plans it even where no recipe model is meant
+        raise UserError("models.unknown_hf", model=query, closest=", ".join(names), hint=_config_hint(query))
     raise UserError("models.unknown", model=query, closest=", ".join(names))
+
+
+def _family_word(text: str) -> str:
+    """The leading letters of a model name or of an HF id's name part ('mistralai/Mixtral-8x7B'
+    -> 'mixtral', 'llama3_8b' -> 'llama')."""
+    match = re.match(r"[a-z]+", text.strip().split("/")[-1].lower())
+    return match.group(0) if match else ""
+
+
+def _family_known(query: str, tokens: Iterable[str]) -> bool:
+    """Whether some catalog model shares the query's family word (or the query has none)."""
+    word = _family_word(query)
+    if len(word) < 3:
+        return True  # '8b', 'v3': too little to say the family is missing
+    return any(_family_word(tok).startswith(word) or word.startswith(_family_word(tok) or "-") for tok in tokens)
+
+
+def _not_in_catalog(query: str) -> UserError:
+    from mbridge_launch.knowledge.catalog import load_catalog
+
+    version = load_catalog().version
+    return UserError("models.not_in_catalog", model=query, family=_family_word(query), version=version,
+                     hint=_config_hint(query))
+
+
+def _config_hint(query: str) -> Any:
+    """How to give the model's architecture: the config.json in the local Hugging Face cache when
+    it is there (an HF id downloaded before), else --hf-config PATH."""
+    from mbridge_launch.base.i18n import msg
+    from mbridge_launch.knowledge.hf_config import cached_hf_config
+
+    cached = cached_hf_config(query) if "/" in query else None
+    if cached is not None:
+        return msg("models.hint.cached_config", path=str(cached))
+    return msg("models.hint.hf_config")
 
 
 def local_model_path(text: str | None) -> bool:

@@ -72,39 +72,58 @@ def _distance(a: Any, b: Any) -> float:
     return d + (3.0 if a.is_moe != b.is_moe else 0.0)
 
 
-def nearest_recipe_models(config_arch: Any, family: str = "", limit: int = NEAREST) -> list[str]:
-    """Recipe models nearest to the config's architecture: the same family (the config's
-    model_type, e.g. 'llama', 'qwen3') first, then by size, depth and width."""
+def recipe_model_modality(token: str, recipes: list[Any]) -> str:
+    """What a recipe model reads, in hf_modality's words: 'omni', 'audio', 'vision' (its recipes
+    are vision-language ones) or 'text' (diffusion models are not planned from a config)."""
+    from mbridge_launch.recommend.pitfalls import is_vlm
+
+    if "omni" in token:
+        return "omni"
+    if "audio" in token:
+        return "audio"
+    return "vision" if any(is_vlm(r) for r in recipes if r.model == token) else "text"
+
+
+def nearest_recipe_models(config_arch: Any, family: str = "", limit: int = NEAREST,
+                          modality: str = "text") -> list[str]:
+    """Recipe models nearest to the config's architecture: the same modality first (a text model's
+    nearest are text models, however close a vision-language one is in size), then the same
+    family (the config's model_type, e.g. 'llama', 'qwen3', matched on the model token or the
+    recipes' family), then by size, depth and width."""
     from mbridge_launch.knowledge.catalog import load_catalog
     from mbridge_launch.knowledge.models import load_arch
 
     recipes = load_catalog().recipes
-    models = sorted({r.model for r in (recipes.values() if isinstance(recipes, dict) else recipes) if r.model})
+    recipes = list(recipes.values() if isinstance(recipes, dict) else recipes)
+    models = sorted({r.model for r in recipes if r.model})
+    families = {r.model: (r.family or "").lower() for r in recipes if r.model}
     stem = "".join(ch for ch in family.lower().split("_")[0] if ch.isalpha())
     scored = []
     for token in models:
         arch = load_arch(token)
         if arch is None or arch.missing:
             continue
-        same_family = bool(stem) and token.startswith(stem)
-        scored.append((0 if same_family else 1, _distance(config_arch, arch), token))
-    return [token for _, _, token in sorted(scored)[:limit]]
+        same_family = bool(stem) and (token.startswith(stem) or families.get(token, "").startswith(stem))
+        other_modality = recipe_model_modality(token, recipes) != modality
+        scored.append((other_modality, not same_family, _distance(config_arch, arch), token))
+    return [token for *_, token in sorted(scored)[:limit]]
 
 
 def resolve_model_for(request: Any) -> str:
     """The recipe model the request names. With --hf-config, a name no recipe trains is refused
     with the recipe models nearest to the config's architecture (not 'pass --hf-config', which
     the user did)."""
-    from mbridge_launch.knowledge.hf_config import arch_from_hf_config, hf_model_type
-    from mbridge_launch.knowledge.models import resolve_model
+    from mbridge_launch.knowledge.hf_config import arch_from_hf_config, hf_modality, hf_model_type
+    from mbridge_launch.knowledge.models import UNKNOWN_MODEL_KEYS, resolve_model
 
     try:
         return resolve_model(request.model)
     except UserError as exc:
-        if not request.hf_config or exc.key not in ("models.unknown", "models.unknown_none"):
+        if not request.hf_config or exc.key not in UNKNOWN_MODEL_KEYS:
             raise
     config_arch = arch_from_hf_config(request.hf_config)
-    nearest = nearest_recipe_models(config_arch, hf_model_type(request.hf_config))
+    nearest = nearest_recipe_models(config_arch, hf_model_type(request.hf_config),
+                                    modality=hf_modality(request.hf_config))
     raise UserError("recommend.hf_config_no_recipe", model=request.model, path=request.hf_config,
                     config=arch_summary(config_arch).render(), nearest=", ".join(nearest) or "-",
                     example=nearest[0] if nearest else "MODEL")

@@ -177,12 +177,12 @@ def check_model(model: str, hf_config: str | None = None, catalog_version: str |
 
 def _resolves(model: str) -> bool:
     """Whether the catalog knows the name; a failure other than 'unknown' is left to recommend."""
-    from mbridge_launch.knowledge.models import resolve_model
+    from mbridge_launch.knowledge.models import UNKNOWN_MODEL_KEYS, resolve_model
 
     try:
         resolve_model(model)
     except UserError as exc:
-        return exc.key not in ("models.unknown", "models.unknown_none")
+        return exc.key not in UNKNOWN_MODEL_KEYS
     return True
 
 

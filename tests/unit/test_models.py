@@ -129,7 +129,7 @@ def test_unknown_model_lists_closest():
 def test_unknown_model_with_nothing_close_says_where_to_look():
     with pytest.raises(UserError) as err:
         resolve_model("zzqqxx")
-    assert err.value.key == "models.unknown_none" and err.value.exit_code == 2
+    assert err.value.key == "models.not_in_catalog" and err.value.exit_code == 2
     assert "catalog list" in err.value.render() and "--hf-config" in err.value.render()
 
 
