@@ -102,9 +102,9 @@ def smallest_fitting_change(layout: Any, arch: Any, hardware: Any, *, precision:
     """The smallest change that fits by the memory model, as a message: a heavier recompute at
     the same GPU count, else the smallest count (2x, 4x, 8x, whole nodes) at which the planner
     finds a layout for the same global batch, else none up to 8x."""
+    from mbridge_launch.planner.entry import PlanRequest, plan_request
     from mbridge_launch.planner.memory import estimate_memory
     from mbridge_launch.planner.rules import evolve
-    from mbridge_launch.planner.search import best_layout
 
     order = ("none", "selective", "full")
     heavier = order[order.index(layout.recompute) + 1:] if layout.recompute in order else ()
@@ -118,8 +118,10 @@ def smallest_fitting_change(layout: Any, arch: Any, hardware: Any, *, precision:
         gpus = world * factor
         if gpus > per_node and gpus % per_node:
             continue
-        found = best_layout(arch, hardware, gpus, gbs=layout.gbs, seq_length=layout.seq_length, precision=precision,
-                            goal=goal, prefer=evolve(layout, world=gpus))
+        # the planner's first at that count (planner.entry), as recommend would choose there
+        request = PlanRequest(arch.name, arch, hardware, gpus, layout.gbs, layout.seq_length, precision, goal,
+                              grad_bytes=grad_bytes, top=1)
+        found = plan_request(request, nvidia=False).best if not arch.missing else None
         if found is not None:
             L = found.layout
             return msg("shipped.change.gpus", gpus=gpus, layout=f"TP={L.tp} PP={L.pp} CP={L.cp} EP={L.ep}"

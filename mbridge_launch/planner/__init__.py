@@ -5,7 +5,8 @@
 - memory.py      per-GPU memory by component against HBM with a headroom.
 - flops.py       training FLOPs per token with Megatron Bridge's model-TFLOP/s accounting.
 - throughput.py  step time, tokens/s/GPU, model TFLOP/s and MFU of a layout (calibrated constants).
-- search.py      search(), best_layout() for the recommender, estimate_layout().
+- search.py      search(), estimate_layout(): called through entry.py only.
+- entry.py       plan_request(), estimate_request(): the one entry point of plan, estimate, tune, recommend.
 - report.py, inputs.py, plan_file.py   the `plan` / `estimate` commands' rendering and inputs.
 Modules import lazily what they need; importing this package costs nothing.
 """

@@ -222,7 +222,7 @@ def _grid_key(L) -> tuple:
 
 
 def rank_problems(rows: Sequence[Row]) -> list[RankProblem]:
-    from mbridge_launch.planner.search import Options, feasible_grids, grid_variants
+    from mbridge_launch.planner.search import feasible_grids, grid_variants
 
     problems: dict[tuple, RankProblem] = {}
     for row in rows:
@@ -235,11 +235,11 @@ def rank_problems(rows: Sequence[Row]) -> list[RankProblem]:
             problems[key].weight += 1
             continue
         variants: dict = {}
-        opts = Options(grad_bytes=GRAD_BYTES)
         for grid in feasible_grids(row.arch, row.hw, L.world or 0, gbs=L.gbs, seq_length=L.seq_length, precision=row.precision,
-                                   options=opts):
+                                   grad_bytes=GRAD_BYTES):
             found = [(layout, mem.total / row.hw.hbm_gb)
-                     for layout, mem in grid_variants(row.arch, row.hw, grid, row.precision, "pretrain", opts)]
+                     for layout, mem in grid_variants(row.arch, row.hw, grid, row.precision, "pretrain",
+                                                      grad_bytes=GRAD_BYTES)]
             if found:
                 variants[_grid_key(grid)] = found
         problems[key] = RankProblem(row, (L.tp, L.pp, L.cp, L.ep), 1, variants)

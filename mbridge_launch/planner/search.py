@@ -453,8 +453,12 @@ def _best_inner(arch: ModelArch, hw: Hardware, model, grid: Layout, precision: s
 
 
 def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, goal: str,
-                  opts: Options = Options(), result: SearchResult | None = None) -> Iterable[tuple[Layout, MemoryBreakdown]]:
-    """Every (MBS, VP) of a rule-valid grid with the lightest recompute that fits in memory."""
+                  opts: Options = Options(), result: SearchResult | None = None, *,
+                  grad_bytes: float | None = None) -> Iterable[tuple[Layout, MemoryBreakdown]]:
+    """Every (MBS, VP) of a rule-valid grid with the lightest recompute that fits in memory;
+    `grad_bytes` replaces the options' (the calibration fit enumerates layouts, it does not search)."""
+    if grad_bytes is not None:
+        opts = replace(opts, grad_bytes=grad_bytes)
     dp = grid.dp
     mbs_choices = [opts.mbs] if opts.mbs else MBS_CHOICES
     recomputes = [opts.recompute] if opts.recompute else list(RECOMPUTE_ORDER)
@@ -483,8 +487,11 @@ def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, g
 
 
 def feasible_grids(arch: ModelArch, hw: Hardware, gpus: int, *, gbs: int, seq_length: int, precision: str = "bf16",
-                   goal: str = "pretrain", options: Options = Options()) -> list[Layout]:
-    """The grids (MBS=1 placeholders) that pass the rules and whose memory lower bound fits."""
+                   goal: str = "pretrain", options: Options = Options(), grad_bytes: float | None = None) -> list[Layout]:
+    """The grids (MBS=1 placeholders) that pass the rules and whose memory lower bound fits;
+    `grad_bytes` replaces the options' (as grid_variants)."""
+    if grad_bytes is not None:
+        options = replace(options, grad_bytes=grad_bytes)
     grids: list[Layout] = []
     limit = HEADROOM * hw.hbm_gb
     for tp, pp, cp, ep, etp in _grids(arch, hw, gpus, seq_length, options):
@@ -500,30 +507,6 @@ def feasible_grids(arch: ModelArch, hw: Hardware, gpus: int, *, gbs: int, seq_le
             if static_memory(arch, grid, precision=precision, goal=goal, grad_bytes=options.grad_bytes) <= limit:
                 grids.append(grid)
     return grids
-
-
-def best_layout(arch: ModelArch, hardware: Hardware, gpus: int, *, gbs: int, seq_length: int, precision: str = "bf16",
-                goal: str = "pretrain", prefer: Layout | None = None) -> Candidate | None:
-    """The recipe's own layout (`prefer`) when it is valid here, fits and carries no layout pitfall
-    the search can do without; else the search's best. None when no layout works or the
-    architecture lacks fields the estimates need."""
-    if arch is None or arch.missing:
-        return None
-    kept_estimate = None
-    if prefer is not None:
-        kept = replace(prefer, world=gpus, gbs=gbs, seq_length=seq_length)
-        if not any(v.severity == "error" for v in check_layout(kept, arch, hardware)):
-            estimate = estimate_layout(kept, arch, hardware, precision=precision, goal=goal)
-            if estimate is not None and estimate.fits:
-                kept_estimate = replace(estimate, notes=("recipe_layout",))
-                if not ranked_count(kept_estimate.pitfalls):
-                    return kept_estimate
-    found = search(arch, hardware, gpus, gbs=gbs, seq_length=seq_length, precision=precision, goal=goal, top=1)
-    if kept_estimate is not None and (found.best is None or
-                                      ranked_count(found.best.pitfalls) >= ranked_count(kept_estimate.pitfalls)):
-        # the search does no better on pitfalls: the recipe's layout stays, saying why
-        return replace(kept_estimate, kept_pitfalls=found.pitfall_reasons(kept_estimate))
-    return found.best
 
 
 def estimate_layout(

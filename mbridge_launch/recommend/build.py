@@ -17,7 +17,7 @@ from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_
 from mbridge_launch.recommend.estimate_missing import hf_config_and_estimate_warnings
 from mbridge_launch.recommend.pitfalls import find_pitfalls
 from mbridge_launch.recommend.request import Request
-from mbridge_launch.recommend.resize import Resized, resize_layout
+from mbridge_launch.recommend.resize import LayoutChoice, Resized, choice_of, resize_layout
 
 
 @dataclass
@@ -40,6 +40,8 @@ class Recommendation:
     # planner.domain.Assessment of the estimate: inside the calibrated domain or extrapolated, and
     # the leave-one-out error band (None without an estimate)
     assessment: Any = None
+    # where the layout comes from: the planner's first for the request, or why not (recommend.resize)
+    layout_choice: LayoutChoice | None = None
 
 
 def _recipe_layout(recipe: Any, world: int, overrides: dict[str, str] | None = None) -> Any:
@@ -184,6 +186,10 @@ def recommend(request: Request) -> Recommendation:
     rec.layout = layout
     same = layout == resized.layout
     rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal)
+    rec.layout_choice = choice_of(resized, layout, rec.estimate, benchmark=recipe.kind == "benchmark",
+                                  user_layout=_user_sets_layout(request))
+    if rec.layout_choice.source != "planner" and rec.layout_choice.planner_first is not None:
+        rec.warnings.append(_not_planner_first(rec.layout_choice, layout))
     if rec.estimate is not None:
         from mbridge_launch.planner.domain import assess
 
@@ -197,7 +203,9 @@ def recommend(request: Request) -> Recommendation:
     rec.warnings = rec.warnings + find_pitfalls(recipe=recipe, layout=layout, arch=arch, hardware=hardware, dataset=dataset,
                                  dataset_is_vlm=_dataset_has_images(recipe, dataset), vlm_choices=vlm_selectors(request.goal),
                                  overrides=overrides,
-                                 seq_changed=any(c.field == "model.seq_length" for c in rec.changes), estimate=rec.estimate)
+                                 seq_changed=any(c.field == "model.seq_length" for c in rec.changes),
+                                 # only the planner's own first choice may say why it keeps a pitfall
+                                 estimate=rec.layout_choice.planner_first if rec.layout_choice.source == "planner" else None)
     if arch is None:
         rec.warnings.append(("ARCH_UNKNOWN", msg("pitfall.arch_unknown", model=model)))
     if resized.gbs_changed_from is not None and recipe.kind == "library":
@@ -267,7 +275,7 @@ def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precisio
         seq = request.seq_length or base.seq_length
         try:
             resized = resize_layout(base, world=world, seq_length=seq, arch=arch,
-                                    hardware=hardware, precision=precision, goal=request.goal)
+                                    hardware=hardware, precision=precision, goal=request.goal, model=recipe.model)
         except NoLayoutError:
             if i == len(counts) - 1:
                 raise
@@ -312,7 +320,15 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
         warnings.append(("MEMORY_SHIPPED", msg("pitfall.memory_over_shipped", recipe=recipe.name, gpus=world,
                                          gpu_type=hardware.name, change=change,
                                          **shipped.over_params(estimate.memory, hardware.hbm_gb))))
-    return world, Resized(layout, estimate, None), warnings
+    if recipe.hardware == hardware.name or arch is None or arch.missing:
+        return world, Resized(layout, estimate, None, reason="recipe_own"), warnings
+    # the recipe's own count on a GPU of its compute generation (an H100 recipe on H200): kept as
+    # shipped, with the planner's first for this very request beside it (recommend.resize.LayoutChoice)
+    from mbridge_launch.planner.entry import PlanRequest, plan_request
+
+    planned = plan_request(PlanRequest(recipe.model or arch.name, arch, hardware, world, layout.gbs, layout.seq_length,
+                                       precision, goal, top=1), nvidia=False)
+    return world, Resized(layout, estimate, None, planned=planned, reason="recipe_same_generation"), warnings
 
 
 def _rule_errors(layout: Any, arch: Any, hardware: Any) -> list[Any]:
@@ -334,9 +350,31 @@ def _override_error(errors: list[Any], request: Request) -> UserError:
 def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) -> Any:
     if arch is None:
         return None
-    from mbridge_launch.planner.measured import shipped_for
-    from mbridge_launch.planner.search import estimate_layout
+    from mbridge_launch.planner.entry import PlanRequest, estimate_request
 
-    # corrected by NVIDIA's published rows of this configuration, as plan and estimate are
-    return estimate_layout(layout, arch, hardware, precision=precision, goal=goal,
-                           measured=shipped_for(arch.name, hardware.name, layout.world or 0, precision))
+    # the calibration in use and NVIDIA's published rows of this configuration, as plan and
+    # estimate use them (planner.entry)
+    request = PlanRequest(arch.name, arch, hardware, layout.world or 0, layout.gbs, layout.seq_length, precision, goal)
+    return estimate_request(request, layout).candidate
+
+
+# the overrides that set the layout (the layout keys, recompute, Megatron-FSDP)
+_LAYOUT_OVERRIDES = frozenset({*LAYOUT_KEYS.values(), "model.recompute_granularity", "model.recompute_method",
+                               "model.recompute_num_layers", "model.recompute_modules", "ddp.use_megatron_fsdp",
+                               "dist.use_megatron_fsdp"})
+
+
+def _user_sets_layout(request: Request) -> bool:
+    return any(o.path in _LAYOUT_OVERRIDES for o in request.overrides)
+
+
+def _not_planner_first(choice: LayoutChoice, layout: Any) -> tuple[str, Msg]:
+    """The warning of a layout that is not the planner's first: why, and both predicted speeds."""
+    def label(L: Any) -> str:  # Megatron's names only: the same in every language
+        return f"TP={L.tp} PP={L.pp} VP={L.vp_size} CP={L.cp} EP={L.ep} ETP={L.etp_size} MBS={L.mbs}" + (
+            " FSDP" if L.fsdp else "")
+
+    first = choice.planner_first
+    return ("LAYOUT_NOT_PLANNER_FIRST", msg("recommend.layout_not_planner_first", reason=choice.reason_msg(),
+                                            layout=label(layout), tps=choice.tokens_per_sec_per_gpu or 0.0,
+                                            first=label(first.layout), first_tps=first.tokens_per_sec_per_gpu))

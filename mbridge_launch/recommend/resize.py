@@ -1,8 +1,12 @@
-"""Fit a recipe's layout to the GPUs the user has.
+"""Fit a recipe's layout to the GPUs the user has: the planner's first layout.
 
-The recipe's own layout is kept when it is valid at the new world size (and fits memory, when the
-planner can estimate it). Otherwise the planner's search picks a layout; if the planner cannot
-estimate the model, a rule-valid layout closest to the recipe's is chosen.
+At another GPU count or system than the recipe's own, the recommended layout is the one `plan`
+puts first for the same request (planner.entry.plan_request, the recipe's global batch and the
+requested sequence length): the recipe's layout scaled in DP is only one candidate among the
+planner's, and recommend never claims a ranking the planner does not make. Where the layout
+differs from the planner's first (the recipe at its own count and system, a benchmark recipe,
+the user's overrides, sequence packing, an architecture the planner cannot estimate), the
+LayoutChoice says why and carries the planner's first with both predicted speeds.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mbridge_launch.base.errors import NoLayoutError
-from mbridge_launch.planner.pitfall_rules import ranked_count
+from mbridge_launch.base.i18n import Msg, msg
 from mbridge_launch.planner.rules import divisors
+
+# why a recommended layout is not the planner's first (messages recommend.layout_reason.*)
+REASONS = ("recipe_own", "recipe_same_generation", "benchmark", "user_override", "packing", "no_estimate")
 
 
 @dataclass
@@ -22,6 +29,91 @@ class Resized:
     estimate: Any = None  # planner estimate for the layout, when available
     gbs_changed_from: int | None = None
     notes: list[str] = field(default_factory=list)
+    # the planner's answer (planner.entry.PlanResult) the layout was taken from, when it was asked
+    planned: Any = None
+    reason: str | None = None  # REASONS: why the layout is not the planner's first (None: it is)
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    """Where the recommended layout comes from: "planner" (the planner's first for the request),
+    or another source with the reason (REASONS) and, where the planner was asked, its first
+    layout and predicted tokens/s/GPU beside the recommended one's."""
+
+    source: str  # "planner", "recipe" (kept as shipped or weak-scaled), "adjusted" or "rules"
+    reason: str | None = None
+    planner_first: Any = None  # search.Candidate
+    tokens_per_sec_per_gpu: float | None = None  # of the recommended layout
+
+    def reason_msg(self) -> Msg | None:
+        return msg(f"recommend.layout_reason.{self.reason}") if self.reason else None
+
+    def as_json(self) -> dict[str, Any]:
+        first = self.planner_first
+        reason = self.reason_msg()
+        return {
+            "source": self.source, "reason": self.reason, "reason_text": str(reason) if reason is not None else None,
+            "tokens_per_sec_per_gpu": _round(self.tokens_per_sec_per_gpu),
+            "planner_first": None if first is None else {
+                **layout_key_json(first.layout), "tokens_per_sec_per_gpu": _round(first.tokens_per_sec_per_gpu)},
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def layout_key(L: Any) -> tuple:
+    """What makes two layouts the same choice of the planner (the pipeline split and the
+    memory-only settings aside)."""
+    return (L.tp, L.pp, L.vp_size, L.cp, L.ep, L.etp_size, L.mbs, bool(L.fsdp), L.recompute or "none",
+            L.recompute_layers)
+
+
+def layout_key_json(L: Any) -> dict[str, Any]:
+    return {"tp": L.tp, "pp": L.pp, "vp": L.vp_size, "cp": L.cp, "ep": L.ep, "etp": L.etp_size, "mbs": L.mbs,
+            "fsdp": bool(L.fsdp), "recompute": L.recompute or "none", "recompute_layers": L.recompute_layers}
+
+
+def choice_of(resized: Any, layout: Any, estimate: Any, *, benchmark: bool, user_layout: bool) -> LayoutChoice:
+    """The LayoutChoice of a recommendation: `resized` (what the resize gave), `layout` (what is
+    recommended after the user's overrides), `estimate` (its estimate)."""
+    tps = getattr(estimate, "tokens_per_sec_per_gpu", None)
+    if benchmark:
+        return LayoutChoice("recipe", "benchmark", None, tps)
+    planned = getattr(resized, "planned", None) if resized is not None else None
+    first = planned.best if planned is not None else None
+    if first is not None and layout_key(first.layout) == layout_key(layout):
+        return LayoutChoice("planner", None, first, tps)
+    reason = resized.reason if resized is not None else None
+    if first is not None and (reason is None or user_layout):
+        reason = "user_override" if user_layout else reason or "packing"
+        return LayoutChoice("adjusted", reason, first, tps)
+    source = {"recipe_own": "recipe", "recipe_same_generation": "recipe", "no_estimate": "rules"}.get(reason or "",
+                                                                                                 "adjusted")
+    return LayoutChoice(source, reason, first, tps)
+
+
+def _planner_request(arch: Any, hardware: Any, world: int, gbs: int, seq_length: int, precision: str, goal: str,
+                     model: str | None) -> Any:
+    from mbridge_launch.planner.entry import PlanRequest
+
+    return PlanRequest(model or arch.name, arch, hardware, world, gbs, seq_length, precision, goal, top=1)
+
+
+def resize_layout(recipe_layout: Any, *, world: int, seq_length: int, arch: Any, hardware: Any,
+                  precision: str, goal: str, model: str | None = None) -> Resized:
+    """The planner's first layout for the recipe's request at `world` GPUs (module docstring);
+    without a planner estimate of the architecture, the rule-valid layout nearest the recipe's."""
+    from mbridge_launch.planner import rules
+
+    target_cp = _cp_for_seq(recipe_layout.cp, recipe_layout.seq_length, seq_length)
+    keep = replace(recipe_layout, world=world, seq_length=seq_length, cp=target_cp, sp=recipe_layout.tp > 1)
+    if arch is None or getattr(arch, "missing", ()):
+        # the planner cannot estimate this architecture: the nearest rule-valid layout, unchecked for memory
+        resized = _closest_valid(keep, recipe_layout.gbs, world, arch, hardware, rules)
+        return replace(resized, reason="no_estimate")
+    return _planner_first(keep, arch, hardware, world, precision, goal, model)
 
 
 def _cp_for_seq(recipe_cp: int, recipe_seq: int, seq: int) -> int:
@@ -47,70 +139,43 @@ def _fix_batch(layout: Any, recipe_gbs: int) -> tuple[Any, int | None]:
     return replace(layout, mbs=1, gbs=new_gbs), recipe_gbs
 
 
-def resize_layout(recipe_layout: Any, *, world: int, seq_length: int, arch: Any, hardware: Any,
-                  precision: str, goal: str) -> Resized:
-    from mbridge_launch.planner import rules
+def _planner_first(prefer: Any, arch: Any, hardware: Any, world: int, precision: str, goal: str,
+                   model: str | None) -> Resized:
+    """The planner's first layout at the recipe's global batch; when no data-parallel size of a
+    layout divides that batch, at the nearest multiple of the GPU count (a GBS change, said by the
+    caller). No layout at all: NoLayoutError naming the most common reasons."""
+    from mbridge_launch.planner.entry import estimate_request, plan_request
+    from mbridge_launch.planner.search import rejection_summary
 
-    target_cp = _cp_for_seq(recipe_layout.cp, recipe_layout.seq_length, seq_length)
-    keep = replace(recipe_layout, world=world, seq_length=seq_length, cp=target_cp, sp=recipe_layout.tp > 1)
-    # A longer sequence than the recipe's: CP grows with it at most (the recipe's tokens per GPU);
-    # with a memory estimate, the smallest CP that fits wins, since CP costs communication and
-    # takes GPUs from data parallelism (an 8B LoRA at 16k needs no CP=8).
-    cps = [target_cp]
-    if target_cp > recipe_layout.cp and arch is not None and not getattr(arch, "missing", ()):
-        cps = [c for c in (recipe_layout.cp * 2 ** k for k in range(target_cp.bit_length())) if c <= target_cp]
-    for cp in cps:
-        candidate = replace(keep, cp=cp)
-        if world % (candidate.tp * candidate.pp * candidate.cp):
-            continue
-        candidate, gbs_from = _fix_batch(candidate, recipe_layout.gbs)
-        if _errors(rules, candidate, arch, hardware):
-            continue
-        estimate = _planner_estimate(candidate, arch, hardware, precision, goal)
-        # a layout pitfall (planner.pitfall_rules) sends it to the planner, which keeps it only when
-        # no layout carries fewer
-        if estimate is None or (getattr(estimate, "fits", True) and not ranked_count(getattr(estimate, "pitfalls", ()))):
-            return Resized(candidate, estimate, gbs_from)
-    planned = _planner_best(keep, arch, hardware, world, precision, goal)
-    if planned is not None:
-        return planned
-    # the planner cannot estimate this architecture: the nearest rule-valid layout, unchecked for memory
-    return _closest_valid(keep, recipe_layout.gbs, world, arch, hardware, rules)
-
-
-def _planner_estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) -> Any:
-    if arch is None:
-        return None
-    from mbridge_launch.planner.measured import shipped_for
-    from mbridge_launch.planner.search import estimate_layout
-
-    # corrected by NVIDIA's published rows of this configuration, as plan and estimate are
-    return estimate_layout(layout, arch, hardware, precision=precision, goal=goal,
-                           measured=shipped_for(arch.name, hardware.name, layout.world or 0, precision))
-
-
-def _planner_best(prefer: Any, arch: Any, hardware: Any, world: int, precision: str, goal: str) -> Resized | None:
-    """The planner's choice; None when the planner cannot estimate this architecture. When it can
-    and nothing fits, there is no layout: NoLayoutError names the most common reason."""
-    if arch is None or getattr(arch, "missing", ()):
-        return None
-    from mbridge_launch.planner.search import best_layout, rejection_summary, search
-
-    result = best_layout(arch, hardware, world, gbs=prefer.gbs, seq_length=prefer.seq_length,
-                         precision=precision, goal=goal, prefer=prefer)
-    if result is None:
-        found = search(arch, hardware, world, gbs=prefer.gbs, seq_length=prefer.seq_length,
-                       precision=precision, goal=goal, top=1)
+    request = _planner_request(arch, hardware, world, prefer.gbs, prefer.seq_length, precision, goal, model)
+    planned = plan_request(request, nvidia=False)
+    gbs_from = None
+    if planned.best is None and "RULE_GBS" in planned.rejected:
+        gbs = max(world, round(prefer.gbs / world) * world)  # a multiple of every DP size
+        if gbs != prefer.gbs:
+            retried = plan_request(replace(request, gbs=gbs), nvidia=False)
+            if retried.best is not None:
+                planned, gbs_from = retried, prefer.gbs
+    if planned.best is None:
         # each reason with its rule's message, not only the code
         raise NoLayoutError("recommend.no_layout", model=arch.name, gpus=world, gpu_type=hardware.name,
-                            seq=prefer.seq_length, reason=rejection_summary(found.rejected))
-    layout = result.layout
-    if prefer.packing and (layout.mbs != 1 or not layout.packing):
-        # the search does not model sequence packing, which needs MBS=1 (offline packing); GBS
-        # stays divisible (it was by MBS x DP) and a smaller micro batch only needs less memory
-        layout = replace(layout, mbs=1, packing=True)
-        result = _planner_estimate(layout, arch, hardware, precision, goal)
-    return Resized(layout, result, prefer.gbs if layout.gbs != prefer.gbs else None)
+                            seq=prefer.seq_length, reason=rejection_summary(planned.rejected))
+    first = planned.best
+    if prefer.packing and first.layout.mbs != 1:
+        # offline sequence packing needs MBS=1, which `plan` does not model: the planner's first
+        # among the layouts at MBS=1, said beside its unconstrained first (LayoutChoice)
+        packed = plan_request(replace(planned.request, mbs=1), nvidia=False).best
+        if packed is not None:
+            layout = replace(packed.layout, packing=True)
+            return Resized(layout, replace(packed, layout=layout), gbs_from, planned=planned, reason="packing")
+        # no layout fits at MBS=1 by the model: the planner's first at MBS=1 anyway (less memory than its MBS)
+        layout = replace(first.layout, mbs=1, packing=True)
+        estimate = estimate_request(planned.request, layout, planned.calibration).candidate
+        return Resized(layout, estimate, gbs_from, planned=planned, reason="packing")
+    if prefer.packing:
+        layout = replace(first.layout, packing=True)
+        return Resized(layout, replace(first, layout=layout), gbs_from, planned=planned)
+    return Resized(first.layout, first, gbs_from, planned=planned)
 
 
 def _closest_valid(target: Any, recipe_gbs: int, world: int, arch: Any, hardware: Any, rules: Any) -> Resized:

@@ -1,9 +1,9 @@
 """The trials of `tune PLAN`: the layouts the throughput model cannot tell apart, each as a short
 derived Plan.
 
-The layouts: planner.search.search on the Plan's own request (model, system, GPU count, GBS,
-sequence length, precision, goal), the near-tie set within the request's leave-one-out error
-(planner.domain.assess, planner.near_tie), the Plan's own layout kept in (it is what runs if
+The layouts: the planner's answer (planner.entry.plan_request) to the Plan's own request (model,
+system, GPU count, GBS, sequence length, precision, goal): its near-tie set within the request's
+leave-one-out error, the Plan's own layout kept in (it is what runs if
 nothing measures faster), at most `max_layouts` of them.
 
 A trial Plan is the Plan with one of those layouts written as overrides (tune.layout_change, the
@@ -89,52 +89,42 @@ def near_tie_layouts(plan: Plan, max_layouts: int = DEFAULT_MAX_LAYOUTS, *, top:
     """The near-tie set of the Plan's request in the planner's order, the Plan's own layout
     included (in its rank when the set holds it, else last, in place of the set's last one when
     the cap is reached), at most `max_layouts` layouts."""
-    from mbridge_launch.planner.domain import assess
-    from mbridge_launch.planner.near_tie import near_tie_set
-    from mbridge_launch.planner.search import search
+    from mbridge_launch.planner.entry import calibration_in_use
+    from mbridge_launch.planner.entry import plan_request as ask_planner
 
     if max_layouts < 1:
         raise UserError("tune.max_layouts", value=max_layouts)
     req = plan_request(plan)
-    result = search(req.arch, req.hardware, req.gpus, gbs=req.gbs, seq_length=req.seq_length, precision=req.precision,
-                    goal=req.goal, options=_planner_options(req), top=top)
-    band = assess(req.model, req.arch, req.hardware.name, req.precision, req.goal, req.seq_length, req.gpus,
-                  measured=bool(result.candidates) and result.candidates[0].twin is not None).near_tie()
+    calibration = calibration_in_use()  # the state directory's calibration, else the shipped constants
+    # the ranking, estimates and near-tie set `plan` gives for this request (planner.entry)
+    result = ask_planner(_planner_request(req, top), calibration, nvidia=False)
     own = plan.parallelism
-    found = [Layout(c, rank, same_layout(c.layout, own), layout_label(c.layout))
-             for rank, c in near_tie_set(result.candidates, band.within)]
+    found = [Layout(c, rank, same_layout(c.layout, own), layout_label(c.layout)) for rank, c in result.near_tie]
     chosen = found[:max_layouts]
     if not any(item.own for item in chosen):
-        mine = next((item for item in found if item.own), None) or _own_layout(plan, result.candidates, req)
+        mine = next((item for item in found if item.own), None) or _own_layout(plan, result.candidates, req, calibration)
         chosen = chosen[:max_layouts - 1] + [mine]
     return chosen
 
 
-def _planner_options(req: Request) -> Any:
-    """The ranking and estimates `plan` gives: the calibration in use (the state directory's,
-    else the shipped constants) and the measured rows of the request, NVIDIA's and the user's
-    (planner.measured)."""
-    from mbridge_launch.planner.calibration_file import resolve
-    from mbridge_launch.planner.measured import shipped_for
-    from mbridge_launch.planner.search import Options
+def _planner_request(req: Request, top: int | None = None) -> Any:
+    """The Plan's request as the planner's entry point takes it (planner.entry.PlanRequest)."""
+    from mbridge_launch.planner.entry import PlanRequest
 
-    cal, source = resolve(None)
-    return Options(cal=cal, measured=shipped_for(req.arch.name, req.hardware.name, req.gpus, req.precision),
-                   own_measured=source.measured)
+    return PlanRequest(req.model, req.arch, req.hardware, req.gpus, req.gbs, req.seq_length, req.precision, req.goal,
+                       top=top)
 
 
-def _own_layout(plan: Plan, candidates: list[Any], req: Request) -> Layout:
+def _own_layout(plan: Plan, candidates: list[Any], req: Request, calibration: Any) -> Layout:
     """The Plan's own layout: its place in the planner's list, else the planner's estimate of
     it with no rank (the search keeps the best variant of each grid, not every one)."""
     from mbridge_launch.plan.layout import layout_of
-    from mbridge_launch.planner.search import estimate_layout
+    from mbridge_launch.planner.entry import estimate_request
 
     for rank, c in enumerate(candidates, 1):
         if same_layout(c.layout, plan.parallelism):
             return Layout(c, rank, True, layout_label(c.layout))
-    opts = _planner_options(req)
-    estimate = estimate_layout(layout_of(plan), req.arch, req.hardware, precision=req.precision, goal=req.goal,
-                               cal=opts.cal, measured=opts.measured, own_measured=opts.own_measured)
+    estimate = estimate_request(_planner_request(req), layout_of(plan), calibration).candidate
     return Layout(estimate, None, True, layout_label(plan.parallelism))
 
 

@@ -1,4 +1,4 @@
-"""Layout search, best_layout for the recommender, estimate_layout, throughput sanity."""
+"""Layout search, estimate_layout, throughput sanity (recommend takes the planner's first: planner.entry)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from mbridge_launch.planner.search import (
     MEMORY_COMFORT,
     MEMORY_PRESSURE,
     Options,
-    best_layout,
     estimate_layout,
     ranking_terms,
     search,
@@ -78,19 +77,6 @@ def test_options_restrict_the_search():
 def test_no_layout_when_nothing_fits():
     result = search(load_arch("llama31_405b"), H100, 8, gbs=8, seq_length=8192, precision="fp8cs", top=3)
     assert result.candidates == [] and "RULE_MEMORY" in result.rejected
-
-
-def test_best_layout_keeps_the_recipe_layout_when_valid_and_fitting():
-    arch = load_arch("llama3_70b")
-    recipe = Layout(tp=4, pp=8, vp=5, sp=True, mbs=1, gbs=256, seq_length=8192, world=64)
-    kept = best_layout(arch, H100, 64, gbs=256, seq_length=8192, precision="fp8cs", prefer=recipe)
-    assert kept.layout == recipe and "recipe_layout" in kept.notes
-    # on 48 GPUs the recipe's TP x PP = 32 does not divide the GPUs: the search answers instead
-    moved = best_layout(arch, H100, 48, gbs=240, seq_length=8192, precision="fp8cs", prefer=recipe)
-    assert moved is not None and moved.layout.world == 48 and _errors(moved.layout, arch, H100) == []
-    # 16 H100 cannot hold a 70B model with its optimizer state at all
-    assert best_layout(arch, H100, 16, gbs=256, seq_length=8192, precision="fp8cs", prefer=recipe) is None
-    assert best_layout(load_arch("gemma2_9b"), H100, 8, gbs=8, seq_length=4096) is None  # incomplete arch
 
 
 def test_estimate_layout_fields():

@@ -68,10 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.cli.render import plan_report as report
     from mbridge_launch.plan.shipped import shipped_recipe_for_layout
     from mbridge_launch.planner import inputs
-    from mbridge_launch.planner.domain import assess
     from mbridge_launch.planner.memory import BF16_GRAD_BYTES, GRAD_BYTES, HEADROOM
     from mbridge_launch.planner.rules import Layout, check_layout
-    from mbridge_launch.planner.search import estimate_layout
 
     for flag in ("gpus", "tp", "pp", "cp", "ep", "mbs", "seq_length"):
         inputs.positive("--" + flag.replace("_", "-"), getattr(args, flag))
@@ -101,17 +99,15 @@ def run(args: argparse.Namespace) -> int:
         broken.sort(key=lambda v: v.code not in _MODEL_RULES)
         raise UserError("planner.broken_rule", code=broken[0].code,
                         message="; ".join(f"{v.message()}" + (f" [{v.code}]" if i else "") for i, v in enumerate(broken)))
-    from mbridge_launch.planner.calibration_file import resolve as resolve_calibration
+    from mbridge_launch.planner.entry import PlanRequest, calibration_in_use, estimate_request
 
-    cal, cal_source = resolve_calibration(args.calibration)  # --calibration, the state's, or shipped
-    from mbridge_launch.planner.measured import shipped_for
-
-    # corrected by NVIDIA's published rows of this configuration, as `plan` is (planner.measured)
-    cand = estimate_layout(layout, got.arch, hw, precision=got.precision, goal=got.goal,
-                           mtp_layers=args.mtp_layers, moe_token_drop=args.moe_token_drop,
-                           grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, cal=cal,
-                           measured=shipped_for(got.arch.name, hw.name, args.gpus, got.precision),
-                           own_measured=cal_source.measured)
+    calibration = calibration_in_use(args.calibration)  # --calibration, the state's, or shipped
+    request = PlanRequest(got.model, got.arch, hw, args.gpus, layout.gbs, layout.seq_length, got.precision, got.goal,
+                          grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, mtp_layers=args.mtp_layers,
+                          moe_token_drop=args.moe_token_drop)
+    # corrected by NVIDIA's published rows of this configuration, and assessed, as `plan` is (planner.entry)
+    estimated = estimate_request(request, layout, calibration)
+    cand, assessment = estimated.candidate, estimated.assessment
     # each rule warning and layout pitfall once, with its severity; not fitting is the verdict
     # (exit 3, EXIT_NO_LAYOUT), not a warning
     warnings = [{"code": v.code, "severity": v.severity, "message": v.message()}
@@ -125,14 +121,11 @@ def run(args: argparse.Namespace) -> int:
         warnings.append({"code": "MEMORY_SHIPPED", "severity": "warning",
                          "message": t("planner.estimate_over_but_shipped", verdict=verdict, recipe=shipped_by)})
         verdict = None
-    # inside the calibrated domain or extrapolated, and the held-out error band (planner.domain)
-    assessment = assess(got.model, got.arch, hw.name, got.precision, got.goal, layout.seq_length, args.gpus,
-                        measured=cand is not None and cand.twin is not None)
     if args.format == "json":
         data: dict[str, Any] = {"model": got.model, "gpu_type": hw.name, "precision": got.precision, "goal": got.goal}
         data.update(report.candidate_json(cand, hw, args.tokens, arch=got.arch))
         data.update(assessment.as_json())
-        data["calibration"] = cal_source.as_json()
+        data["calibration"] = calibration.source.as_json()
         data["warnings"] = warnings
         data["verdict"] = verdict  # None when it fits
         print_json(data)
@@ -141,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                    goal=got.goal, gbs=layout.gbs, seq=layout.seq_length), ""]
         lines.extend(report.candidate_text(1, cand, hw, args.tokens, arch=got.arch))
         lines.extend(report.domain_lines(assessment))
-        lines.append(cal_source.text())
+        lines.append(calibration.source.text())
         split = report.split_text(cand, got.arch) if cand is not None else None
         if split is not None and not layout.uneven_pp:  # the card shows uneven splits itself
             lines.append(t("planner.split_line", split=split))

@@ -11,9 +11,8 @@ from mbridge_launch.base.escape import one_line
 from mbridge_launch.base.i18n import t
 from mbridge_launch.base.terminal import display_width, pad
 from mbridge_launch.knowledge.hardware import Hardware
-from mbridge_launch.planner.domain import Assessment, TieBand
+from mbridge_launch.planner.domain import Assessment
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
-from mbridge_launch.planner.near_tie import near_tie_set
 from mbridge_launch.planner.pipeline_split import mtp_layers
 from mbridge_launch.planner.rules import recompute_label
 from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, Candidate, Rejection, ranking_terms
@@ -86,34 +85,31 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
 
 
 # The near-tie set (planner.near_tie) within the request's near-tie tolerance (planner.domain.
-# tie_band: how far below the first the held-out refits predicted the published layouts of the
-# nearest calibrated rows), not the in-sample error: the constants saw those rows.
-def near_tie_json(candidates: list[Candidate], band: TieBand, top: int | None) -> dict[str, Any]:
-    """`near_tie_set` of plan's JSON: the tolerance and its basis, whether the set may go on past
-    the listed candidates (the last one listed is in it and the list was cut at --top), and the
-    layouts with their estimates."""
-    found = near_tie_set(candidates, band.within)
+# tie_band), as planner.entry.plan_request computed it: this module only renders it.
+def near_tie_json(result: Any) -> dict[str, Any]:
+    """`near_tie_set` of plan's JSON (a planner.entry.PlanResult): the tolerance and its basis,
+    whether the set may go on past the listed candidates, and the layouts with their estimates."""
+    band = result.tie
     return {
-        "within": round(band.within, 4), "basis": band.basis("en"),
-        "complete": not (found and found[-1][0] == len(candidates) and top is not None and len(candidates) >= top),
+        "within": round(band.within, 4), "basis": band.basis("en"), "complete": result.near_tie_complete,
         "layouts": [{"rank": rank, "tp": c.layout.tp, "pp": c.layout.pp, "vp": c.layout.vp, "cp": c.layout.cp,
                      "ep": c.layout.ep, "etp": c.layout.etp, "dp": c.layout.dp, "mbs": c.layout.mbs, "fsdp": c.layout.fsdp,
                      "recompute": recompute_label(c.layout),
                      "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1), "mfu": round(c.mfu, 4),
                      "step_time_s": round(c.step_time_s, 4), "memory_total_gb": round(c.memory_total_gb, 2)}
-                    for rank, c in found],
+                    for rank, c in result.near_tie],
     }
 
 
-def near_tie_text(candidates: list[Candidate], band: TieBand, top: int | None = None) -> list[str]:
-    found = near_tie_set(candidates, band.within)
+def near_tie_text(result: Any) -> list[str]:
+    found, band = result.near_tie, result.tie
     if len(found) <= 1:
         return []
     # with measured layouts in the set, some may lie outside the tolerance: say why they are in it
     key = "planner.near_tie_measured" if band.evidence else "planner.near_tie"
     lines = [t(key, layouts=", ".join(str(rank) for rank, _ in found), pct=band.within, basis=band.basis())]
-    if not near_tie_json(candidates, band, top)["complete"]:
-        lines.append(t("planner.near_tie_more", top=len(candidates)))
+    if not result.near_tie_complete:
+        lines.append(t("planner.near_tie_more", top=len(result.candidates)))
     return [*lines, ""]
 
 
