@@ -414,7 +414,7 @@ def _submission_error(exc: BaseException, submission: _Submission, stderr: str =
     raw = raw or str(exc) or type(exc).__name__
     reason = slurm_cli.slurm_reason(raw)
     if submission.called:
-        return SubmissionError(slurm_cli.INDEFINITE, raw_output=raw, reason=reason)
+        return SubmissionError(slurm_cli.indefinite_key(raw), raw_output=raw, reason=reason)
     return SubmissionError("executors.command_failed", raw_output=raw, command="submitit", reason=reason)
 
 

@@ -15,8 +15,9 @@ CAUSES: tuple[str, ...] = (
     "gpu_oom", "host_oom", "nccl_timeout", "gpu_hardware", "network",
     "dataset_missing", "tp_kv_mismatch", "time_limit", "preempted", "node_failure", "import_error",
     "port_in_use", "nan_loss", "loss_spike", "checkpoint_corrupt", "cuda_graph_conflict", "shared_fs",
-    "unknown", "none",
-)  # "none": no failure evidence (job running or COMPLETED, logs clean)
+    "unknown", "none", "submit_failed",
+)  # "none": no failure evidence (job running or COMPLETED, logs clean); "submit_failed": the run
+# never got a job (the ledger says why: runs/run_diagnosis.py), no log is read
 
 RETRY: tuple[str, ...] = ("resubmit", "resubmit_excluding_node", "rollback", "no")
 
@@ -30,8 +31,9 @@ RETRY_OF: dict[str, str] = {
     "preempted": "resubmit", "node_failure": "resubmit_excluding_node", "import_error": "no",
     "port_in_use": "resubmit", "nan_loss": "rollback", "loss_spike": "rollback",
     "checkpoint_corrupt": "no", "cuda_graph_conflict": "no", "shared_fs": "no",
-    "unknown": "no", "none": "no",
+    "unknown": "no", "none": "no", "submit_failed": "no",
 }
+LEDGER_CAUSES: tuple[str, ...] = ("submit_failed",)  # decided from the ledger, never from logs
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,10 @@ def _storable(text: str) -> bool:
     return True
 
 
+# SubmissionError keys that mean no job exists (slurm/commands.py DEFINITE): refused, or no controller reached
+DEFINITE_SUBMIT_KEYS = ("executors.submit_refused", "executors.submit_unreachable")
+
+
 def _now() -> float:
     return time.time()
 
@@ -386,7 +390,7 @@ class Ledger:
         except BaseException as exc:
             if not sub.finished:
                 raw = getattr(exc, "raw_output", "") or ""
-                self.mark_submit_failed(record.id, f"{type(exc).__name__}: {exc} {raw}".strip())
+                self.mark_submit_failed(record.id, f"{type(exc).__name__}: {exc}\n{raw}".strip())
             raise
 
     # ------------------------------------------------------------------ state changes
@@ -582,10 +586,10 @@ class _Submission:
             submitted = submit()
         except BaseException as exc:
             self.finished = True
-            definite = isinstance(exc, SubmissionError) and exc.key == "executors.submit_refused"
+            definite = isinstance(exc, SubmissionError) and exc.key in DEFINITE_SUBMIT_KEYS
             raw = getattr(exc, "raw_output", "") or ""
             self.record = self.ledger.mark_submit_failed(
-                self.record.id, f"{type(exc).__name__}: {exc} {raw}".strip(), definite=definite)
+                self.record.id, f"{type(exc).__name__}: {exc}\n{raw}".strip(), definite=definite)
             raise
         return self.done(submitted)
 

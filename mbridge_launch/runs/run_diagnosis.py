@@ -6,6 +6,7 @@ view). The classification itself is mbridge_launch/diagnosis (pure)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -82,6 +83,10 @@ class Subject:
     def diagnose(self) -> Any:
         from mbridge_launch.diagnosis.classify import diagnose
 
+        if self.run is not None and self.slurm is None and not self.logs:
+            never = submission_failure(self.run)
+            if never is not None:
+                return never
         found = diagnose(self.logs, self.slurm, plan=self.plan)
         self._fill_nodes(found)
         return found
@@ -114,6 +119,36 @@ class Subject:
         for symptom in diagnosis.symptoms:
             if isinstance(symptom, dict) and symptom.get("node") is None:
                 symptom["node"] = place(symptom.get("rank"))
+
+
+# Ledger states of a run that never got a Slurm job: nothing ran, there are no logs to read.
+NO_JOB_STATES = (L.SUBMIT_FAILED, L.LOST)
+_EXCEPTION_NAME = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit): ")
+
+
+def submission_reason(error: Optional[str]) -> str:
+    """The reason a submission failed, as the ledger recorded it (`SubmissionError: Slurm refused the
+    job: ...`, then Slurm's raw output on the next lines): its first line, without the exception's
+    class name."""
+    first = next((line.strip() for line in (error or "").splitlines() if line.strip()), "")
+    return _EXCEPTION_NAME.sub("", first, count=1)
+
+
+def submission_failure(record: L.RunRecord) -> Any:
+    """The Diagnosis of a run that never got a job ("submission failed: <reason>"), or None when
+    the run has or had a job."""
+    from mbridge_launch.base.escape import one_line
+    from mbridge_launch.base.i18n import msg
+    from mbridge_launch.diagnosis.model import RETRY_OF, Diagnosis
+
+    if record.state not in NO_JOB_STATES or record.job_ids:
+        return None
+    reason = submission_reason(record.error)
+    text: Any = one_line(reason) if reason else msg(f"diagnose.submit_failed.no_reason.{record.state}")
+    fix = msg("diagnose.fix.submit_failed.unresolved", run=record.name) if record.unresolved else \
+        msg("diagnose.fix.submit_failed")
+    return Diagnosis(cause="submit_failed", rank=None, node=None, evidence=[], retry=RETRY_OF["submit_failed"],
+                     fix=fix, summary=msg("diagnose.cause.submit_failed", text=text), first_error=reason or None)
 
 
 def run_with_job(ledger: L.Ledger, job_id: str) -> Optional[L.RunRecord]:

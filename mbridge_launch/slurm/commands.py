@@ -62,6 +62,25 @@ NO_ANSWER = (
     "resource temporarily unavailable",
     "insane message length",
 )
+# What sbatch says when it never reached a controller: no configuration naming one (no slurm.conf,
+# no DNS SRV record), or no connection to it. Said as "cannot reach the Slurm controller", not as a
+# refusal (no controller refused anything) nor as a silence; whether a job may exist is still
+# decided by indefinite_answer above, only the words change.
+UNREACHABLE_PHRASES = (
+    "could not establish a configuration source",
+    "unable to contact slurm controller",
+    "unable to establish controller machine",
+    "connect failure",
+    "connection refused",
+    "no route to host",
+    "network is unreachable",
+    "slurmctld is not responding",
+)
+# The same two outcomes as REFUSED / INDEFINITE (the job does not exist / may exist), worded for a
+# controller that could not be reached.
+UNREACHABLE = "executors.submit_unreachable"
+UNREACHABLE_INDEFINITE = "executors.submit_unreachable_indefinite"
+DEFINITE = (REFUSED, UNREACHABLE)  # the keys of a submission that certainly made no job
 # Field separator of parsable squeue/sacct output: the ASCII unit separator cannot occur in a job
 # name typed on a command line, unlike '|' (a job named "a|b" shifted every field after it).
 FIELD_SEP = "\x1f"
@@ -209,9 +228,9 @@ def slurm_reason(output: str) -> str:
     """The one line worth showing from Slurm's error output: the last 'error:' line without its
     'sbatch: error:' prefix (Slurm often prints a generic line first and the reason last)."""
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "error:" in ln]
+    errors = [ln for ln in lines if "error:" in ln or "fatal:" in ln]  # `sbatch: fatal:` ends it, when said
     chosen = errors[-1] if errors else (lines[-1] if lines else "no output")
-    chosen = re.sub(r"^(?:\w+:\s*)?error:\s*", "", chosen)
+    chosen = re.sub(r"^(?:\w+:\s*)?(?:error|fatal):\s*", "", chosen)
     chosen = re.sub(r"^allocation failure:\s*", "", chosen)  # how sbatch --test-only says it
     return chosen.replace("Batch job submission failed: ", "")
 
@@ -224,8 +243,21 @@ def submission_error(output: str, returncode: int = 1) -> SubmissionError:
     nothing: the job may exist. The raw output is kept on the error either way."""
     if indefinite_answer(output, returncode):
         reason = slurm_reason(output) if output.strip() else f"exit status {returncode}"
-        return SubmissionError(INDEFINITE, raw_output=output, reason=reason)
-    return SubmissionError(REFUSED, raw_output=output, reason=slurm_reason(output))
+        return SubmissionError(indefinite_key(output), raw_output=output, reason=reason)
+    key = UNREACHABLE if controller_unreachable(output) else REFUSED
+    return SubmissionError(key, raw_output=output, reason=slurm_reason(output))
+
+
+def controller_unreachable(output: str) -> bool:
+    """Whether a Slurm command's output says it never reached the controller (UNREACHABLE_PHRASES)."""
+    text = output.lower()
+    return any(phrase in text for phrase in UNREACHABLE_PHRASES)
+
+
+def indefinite_key(output: str) -> str:
+    """The message of a submission whose job may exist: worded for an unreachable controller when
+    the output says so, else as a submission Slurm did not answer."""
+    return UNREACHABLE_INDEFINITE if controller_unreachable(output) else INDEFINITE
 
 
 def indefinite_answer(output: str, returncode: int = 1) -> bool:

@@ -116,7 +116,7 @@ def _print_text(diagnosis, subject, lang: str) -> None:
         name = subject.run.name if subject.run is not None else (subject.job_id or "-")
         state = subject.slurm.state if subject.slurm is not None else "RUNNING"
         print(t_line("diagnose.cli.running", target=name, state=state), file=sys.stderr)
-    if subject.slurm is None and subject.job_id is None and subject.run is not None:
+    if subject.slurm is None and subject.job_id is None and subject.run is not None and data["cause"] != "submit_failed":
         print(t_line("diagnose.cli.no_slurm", run=subject.run.name), file=sys.stderr)
     print(t_line("diagnose.cli.cause", cause=data["cause"], summary=data["summary"]))
     if data["rank"] is not None:

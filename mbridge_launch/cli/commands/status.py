@@ -61,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
         if record.log_paths:
             print("  " + t_line("ledger.status.logs", paths=", ".join(record.log_paths)))
         if record.error:
-            print("  " + t_line("ledger.status.error", error=record.error))
+            # the ledger keeps the message and, on the lines below it, the scheduler's raw output:
+            # each line printed as a line (escaping the joined text printed a literal \n)
+            first, *raw = [line for line in record.error.splitlines() if line.strip()]
+            print("  " + t_line("ledger.status.error", error=first))
+            for line in raw[:MAX_ERROR_LINES]:
+                print("    " + t_line("ledger.status.error_line", line=line.strip()))
         if diagnosis is not None:
             print("  " + t_line("diagnose.cli.status_line", line=diagnosis.one_line(args.lang or current_lang())))
         if rollbacks:
@@ -70,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_ERROR_LINES = 20  # lines of the scheduler's raw output shown under the error (all are in --format json)
 # The ledger states of a run that ended in a failure worth explaining (a cancel is the user's own).
 FAILED_STATES = ("failed", "timeout")
 
