@@ -484,7 +484,16 @@ def _make_plugin_class() -> type:
         signal_args: list[str] = field(default_factory=list)
 
         @classmethod
-        def from_plan(cls, plan: Plan) -> "MBridgePlugin":
+        def from_plan(cls, plan: "Plan | str | os.PathLike[str]") -> "MBridgePlugin":
+            """`plan`: a Plan, or the path of a Plan file (read and validated as `submit` reads it:
+            a bad file is one UserError line)."""
+            if isinstance(plan, (str, os.PathLike)):
+                from mbridge_launch.plan.model import load_plan
+
+                plan = load_plan(plan)
+            if not isinstance(plan, Plan):
+                raise TypeError(f"MBridgePlugin.from_plan takes a Plan or the path of a Plan file, "
+                                f"not {type(plan).__name__}")
             common.validate_plan(plan)
             container = _uses_container(plan)
             return cls(
