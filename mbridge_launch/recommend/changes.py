@@ -99,7 +99,8 @@ def _gbs_reason(rec: Any, old: int, new: int, after: Any) -> Msg:
     nearest = msg("change.reason.resize_gbs", old=weak or old, mbs=after.mbs, dp=after.dp, gpus=after.world)
     if weak is None:
         return nearest
-    scaled = msg("change.reason.weak_scale_library", from_gpus=rec.recipe.gpus, to_gpus=after.world, old=old, new=weak)
+    scaled = msg("change.reason.joined", first=refit_cause(rec, after),
+                 second=msg("change.reason.weak_scale_library", old=old, new=weak))
     return scaled if new == weak else msg("change.reason.joined", first=scaled, second=nearest)
 
 
