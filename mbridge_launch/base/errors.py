@@ -31,9 +31,11 @@ class UserError(Exception):
         super().__init__(key)
 
     def render(self, lang: str | None = None) -> str:
-        from mbridge_launch.base.i18n import t
+        from mbridge_launch.base.i18n import Msg, t
 
-        return t(self.key, lang=lang, **{k: printable_value(v) for k, v in self.params.items()})
+        # a parameter that is itself a message renders in the error's language, not the process's
+        return t(self.key, lang=lang, **{k: printable_value(v.render(lang) if isinstance(v, Msg) else v)
+                                         for k, v in self.params.items()})
 
     def __str__(self) -> str:  # English text, for logs and exceptions that escape to Python callers
         return self.render("en")

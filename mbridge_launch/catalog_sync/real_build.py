@@ -119,6 +119,9 @@ def record(cfg: Any) -> dict[str, Any]:
         for k in ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "num_moe_experts", "vocab_size")
     }
     out["data_parallel_size"] = to_data(getattr(cfg, "data_parallel_size", None))
+    # the provider class decides which model.* keys an override may name (config_fields.py)
+    model = get(cfg, "model")
+    out["model_class"] = f"{type(model).__module__}.{type(model).__qualname__}" if model is not None else None
     return out
 
 

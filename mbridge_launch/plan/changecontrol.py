@@ -6,7 +6,9 @@ checkpoint I/O only change how it runs (MBS too, while GBS stays fixed); mock da
 load balancing are for benchmarks only.
 
 Used by recommend (changes from recipe defaults), preflight (listing convergence overrides) and the
-gate (the plan card). Unknown keys are treated as convergence changes: the safe side.
+gate (the plan card). Keys no rule names are treated as convergence changes: the safe side (a key
+that is no field at all is refused before this: plan/overrides.unknown_override; one added on
+purpose with Hydra's `+key` is classed here as an added key).
 """
 
 from __future__ import annotations
@@ -63,10 +65,13 @@ _COMPILED = [(re.compile(p + r"$"), c, r) for p, c, r in _RULES]
 
 def classify(key: str, gbs_fixed: bool = True) -> Classification:
     """The class of changing `key`. MBS is an execution setting only while GBS stays fixed."""
+    added = key.startswith("+")
     key = key.lstrip("+~")
     for pattern, change_class, reason in _COMPILED:
         if pattern.match(key):
             if key == "train.micro_batch_size" and not gbs_fixed:
                 return Classification(CONVERGENCE, "change.reason.mbs_gbs_moved")
             return Classification(change_class, reason)
+    if added:  # Hydra's +key: the user adds a key the configuration does not have, on purpose
+        return Classification(CONVERGENCE, "change.reason.added_key")
     return Classification(CONVERGENCE, "change.reason.unknown")

@@ -122,3 +122,47 @@ def layout_contradiction(parallelism: object, overrides: list[tuple[str, str]]) 
             return {"setting": path, "setting_value": value, "layout_field": f"parallelism.{name}",
                     "layout_value": override_text(held)}
     return None
+
+
+# ------------------------------------------------------------------ keys against the real schema
+
+
+def unknown_override(key: str, catalog_version: str | None, recipe: str | None = None,
+                     kind: str | None = None) -> UserError | None:
+    """The error for an override key that names no field of the release's ConfigContainer (the
+    catalog's field tree, from the real classes), with the closest real keys; None when the key is
+    known, is added on purpose (`+key`: Hydra's way to add a new key, passed through as written) or
+    the catalog has no field tree. A model.* key is checked against the recipe's own provider class
+    where its real build recorded it, else against every provider (and the message says so)."""
+    if key.startswith("+"):
+        return None
+    from mbridge_launch.base.i18n import msg
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.knowledge.config_fields import load_field_tree
+
+    version = catalog_version or load_catalog().version
+    tree = load_field_tree(version)
+    if tree is None:
+        return None
+    path = key.lstrip("~")
+    found = tree.lookup(path, recipe=recipe, kind=kind)
+    if found.known:
+        return None
+    scope: object = ""  # a key outside model.*: one tree for every recipe
+    if found.provider is not None:
+        scope = msg("override.scope.provider", provider=found.provider)
+    elif found.union:
+        scope = msg("override.scope.any_provider")
+    if found.suggestions:
+        return UserError("override.unknown_setting", setting=path, scope=scope,
+                         suggestion=" or ".join(found.suggestions))
+    return UserError("override.unknown_setting_none", setting=path, scope=scope, version=version)
+
+
+def check_override_keys(keys: list[str], catalog_version: str | None, recipe: str | None = None,
+                        kind: str | None = None) -> None:
+    """Raise (exit 2, one line) on the first key that names no real setting (unknown_override)."""
+    for key in keys:
+        error = unknown_override(key, catalog_version, recipe, kind)
+        if error is not None:
+            raise error

@@ -19,7 +19,8 @@ from mbridge_launch.preflight.model import Check
 
 def run_plan_checks(ctx: PreflightContext) -> list[Check]:
     return run_all(ctx, (check_recorded_warnings, check_grid_vs_cluster, check_rules, check_memory,
-                         check_catalog, check_recipe_and_data, check_change_control, check_integer_settings,
+                         check_catalog, check_recipe_and_data, check_change_control, check_override_keys,
+                         check_integer_settings,
                          check_container_profile, check_signal_handled, check_renders, check_starting_weights,
                          check_time_limit))
 
@@ -382,6 +383,23 @@ def check_change_control(ctx: PreflightContext) -> list[Check]:
             checks.append(Check("plan.convergence_override", "info", params, subject=override.key))
         elif declared == "benchmark_only" and library:
             checks.append(Check("plan.benchmark_override", "warning", params, subject=override.key))
+    return checks
+
+
+def check_override_keys(ctx: PreflightContext) -> list[Check]:
+    """Every override key names a field of the release's ConfigContainer (the catalog's field
+    tree, the recipe's own model provider where known); a `+key` adds one on purpose. A typo
+    (train.trian_iters) would otherwise reach the queue and stop Megatron Bridge at start-up."""
+    from mbridge_launch.base.i18n import msg
+    from mbridge_launch.plan.overrides import unknown_override
+
+    checks: list[Check] = []
+    for override in ctx.plan.overrides:
+        error = unknown_override(override.key, ctx.plan.catalog.version, ctx.plan.recipe.name,
+                                 ctx.plan.recipe.kind)
+        if error is not None:
+            checks.append(Check("plan.unknown_setting", "error", {"problem": msg(error.key, **error.params)},
+                                subject=override.key))
     return checks
 
 

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from mbridge_launch.cli.render.recommend import as_card, as_json
     from mbridge_launch.knowledge.vocabulary import normalize_goal
     from mbridge_launch.plan.model import save_plan
-    from mbridge_launch.plan.overrides import parse_overrides
+    from mbridge_launch.plan.overrides import check_override_keys, parse_overrides
     from mbridge_launch.plan.trainer_args import human_command
     from mbridge_launch.recommend import scope, smoke
     from mbridge_launch.recommend.build import recommend
@@ -108,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     if args.smoke_test:  # runs in the release's NeMo container unless --workdir/--entry/--container-image say otherwise
         flags = smoke.container_route(flags, rec.catalog.version)
     plan = build_plan(rec, flags)
+    # the user's keys against the release's real configuration (the recipe's own model provider)
+    check_override_keys([o.key for o in request.overrides], plan.catalog.version, plan.recipe.name,
+                        plan.recipe.kind)
     command = human_command(plan)
     if args.format == "json":
         print_json(as_json(rec, plan, command))
