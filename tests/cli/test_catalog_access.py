@@ -164,7 +164,7 @@ def test_list_json_uses_megatron_names(capsys):
 
 
 def test_list_text_and_filters(capsys):
-    assert main(["catalog", "list", "--family", "qwen", "--kind", "benchmark"]) == 0
+    assert main(["catalog", "list", "--all", "--family", "qwen", "--kind", "benchmark"]) == 0
     out = capsys.readouterr().out
     assert "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config" in out and "llama3" not in out
     assert main(["catalog", "list", "--family", "nope"]) == 0

@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing.add_argument("--mode", type=recipe_task_of, choices=RECIPE_TASKS, help=t("help.catalog.list.mode"))
     listing.add_argument("--kind", choices=("library", "benchmark"), help=t("help.catalog.list.kind"))
     listing.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
+    listing.add_argument("--all", action="store_true", help=t("help.catalog.list.all"))
     add_common(listing)
 
     show = sub.add_parser("show", help=t("help.catalog.show"))
@@ -152,13 +153,71 @@ def _list(args: argparse.Namespace) -> int:
         print(t("catalog.list.empty"))
         return 0
     print(t("catalog.list.header", count=len(recipes), version=catalog.version, source=catalog.source))
-    out = sys.stdout
-    for recipe in recipes:
-        layout = _layout_text(recipe)
-        marks = "!" if recipe.errors else " "
-        alias = f"  ({', '.join(recipe.aliases)})" if recipe.aliases else ""
-        out.write(f"{marks} {recipe.kind:9} {recipe.name}{alias}\n      {layout}\n")
+    lines = _every_recipe(recipes, catalog) if args.all else _per_model(recipes, catalog)
+    sys.stdout.write("".join(line + "\n" for line in lines))
     return 0
+
+
+# Markers of `catalog list`, each explained by a legend line whenever it is shown:
+# ! a recipe with an error finding (a check of the catalog it fails: `catalog show NAME` says which)
+# ~ a library recipe run_recipe.py cannot load by any name (a benchmark of that name takes precedence)
+# x a recipe that raises NotImplementedError in this release
+_MARKERS = ("!", "~", "x")
+
+
+def _marks(recipe: Any, catalog: Any) -> str:
+    marks = "!" if recipe.errors else ""
+    if recipe.kind == "library" and catalog.run_recipe_name(recipe.name) is None:
+        marks += "~"
+    if recipe.raises_not_implemented:
+        marks += "x"
+    return marks
+
+
+def _legend(shown: set[str]) -> list[str]:
+    from mbridge_launch.base.i18n import t
+
+    names = {"!": "error", "~": "shadowed", "x": "not_implemented"}
+    return [t(f"catalog.list.legend.{names[m]}") for m in _MARKERS if m in shown]
+
+
+def _every_recipe(recipes: list[Any], catalog: Any) -> list[str]:
+    lines, shown = [], set()
+    for recipe in recipes:
+        marks = _marks(recipe, catalog)
+        shown.update(marks)
+        alias = f"  ({', '.join(recipe.aliases)})" if recipe.aliases else ""
+        lines += [f"{marks or ' ':3} {recipe.kind:9} {recipe.name}{alias}", f"      {_layout_text(recipe)}"]
+    return lines + _legend(shown)
+
+
+def _per_model(recipes: list[Any], catalog: Any) -> list[str]:
+    """One line per model: its library recipes per task, its benchmark recipes, and how many carry
+    each marker; `--all` gives every recipe with its layout."""
+    from collections import Counter
+
+    from mbridge_launch.base.i18n import t
+
+    by_model: dict[str, list[Any]] = {}
+    for recipe in recipes:
+        by_model.setdefault(recipe.model or "-", []).append(recipe)
+    width = max(len(m) for m in by_model)
+    lines, shown = [t("catalog.list.models", models=len(by_model))], set()
+    for model in sorted(by_model):
+        group = by_model[model]
+        tasks = Counter(r.mode for r in group if r.kind == "library")
+        parts = []
+        if tasks:
+            parts.append(t("catalog.list.library", tasks=t("catalog.list.task_separator").join(
+                t(f"catalog.list.task.{task}", count=tasks[task]) for task in ("pretrain", "sft", "peft") if tasks[task])))
+        benchmarks = sum(1 for r in group if r.kind == "benchmark")
+        if benchmarks:
+            parts.append(t("catalog.list.benchmark", count=benchmarks))
+        marks = Counter(m for r in group for m in _marks(r, catalog))
+        shown.update(marks)
+        flagged = " ".join(f"{m}{marks[m]}" for m in _MARKERS if marks[m])
+        lines.append(f"  {model:{width}}  {t('catalog.list.separator').join(parts)}" + (f"  {flagged}" if flagged else ""))
+    return lines + _legend(shown)
 
 
 def _layout_text(recipe: Any) -> str:
