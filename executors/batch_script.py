@@ -95,6 +95,12 @@ def _train_command(plan: Plan) -> list[ShellValue]:
     ]
 
 
+def training_step(plan: Plan) -> str:
+    """The training step exactly as the batch script runs it (one shell line): what a card shows
+    as the command, so that it never differs from the script."""
+    return sh_join(_train_command(plan))
+
+
 def script_context(plan: Plan, submit_command: Optional[list[str]], purpose: str = "train",
                    time: Optional[str] = None) -> dict[str, Any]:
     common.validate_plan(plan)

@@ -380,7 +380,9 @@ def check_change_control(ctx: PreflightContext) -> list[Check]:
             checks.append(Check("plan.override_misclassified", "warning", {**params, "actual": actual}, subject=override.key))
             declared = actual
         if declared == "convergence":
-            checks.append(Check("plan.convergence_override", "info", params, subject=override.key))
+            # a setting the recipe leaves unset is said so, never "recipe default ?"
+            unset = "preflight.plan.convergence_override_unset" if override.from_ is None else None
+            checks.append(Check("plan.convergence_override", "info", params, subject=override.key, key=unset))
         elif declared == "benchmark_only" and library:
             checks.append(Check("plan.benchmark_override", "warning", params, subject=override.key))
     return checks

@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--on-nodes", action="store_true", help=t("help.preflight.on_nodes"))
     from mbridge_launch.cli.options import add_ledger_argument
 
+    parser.add_argument("--verbose", action="store_true", help=t("help.preflight.verbose"))
     add_ledger_argument(parser)  # whose runs own the checkpoint directory
     add_common(parser)
 
@@ -48,5 +49,5 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         title = t_line("preflight.title", name=plan.name, hash=plan.plan_hash(), path=args.plan)
-        sys.stdout.write(render_text(report, title) + "\n")
+        sys.stdout.write(render_text(report, title, verbose=args.verbose) + "\n")
     return report.exit_code

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", default="slurm", help=t("help.recommend.scheduler"))  # others: scope.*
     parser.add_argument("--smoke-test", action="store_true", help=t("help.recommend.smoke_test"))
     parser.add_argument("-o", "--output", type=path_arg, help=t("help.recommend.output"))
+    parser.add_argument("--verbose", action="store_true", help=t("help.recommend.verbose"))
     group = parser.add_argument_group(t("help.recommend.plan_settings"))
     group.add_argument("--name", help=t("help.recommend.name"))
     group.add_argument("--account", help=t("help.recommend.account"))
@@ -115,16 +116,20 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(as_json(rec, plan, command))
     else:
-        print(as_card(rec, plan, command))
+        from mbridge_launch.executors.batch_script import training_step
+
+        print(as_card(rec, plan, training_step(plan), verbose=args.verbose))  # the script's own command
     if args.output:
         path = save_plan(plan, args.output)
         import sys
 
         print(t_line("plan.written", path=path, hash=plan.plan_hash()), file=sys.stderr)
-        if args.smoke_test:  # a new user's next step: check the plan, then read the exact script
-            from mbridge_launch.base.quoting import sh
+        from mbridge_launch.base.quoting import sh
 
-            print(t("recommend.smoke.next", path=sh(str(args.output))), file=sys.stderr)
+        # the next step: check the plan, then read the exact script a submit would send
+        print(t("recommend.smoke.next", path=sh(str(args.output))), file=sys.stderr)
+    elif args.format != "json":
+        print(t("recommend.next_write"))
     return 0
 
 

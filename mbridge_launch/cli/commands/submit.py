@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", choices=executors, metavar=executors.metavar(), default="sbatch",
                         help=t("help.submit.executor"))
     parser.add_argument("--dry-run", action="store_true", help=t("help.submit.dry_run"))
+    parser.add_argument("--verbose", action="store_true", help=t("help.preflight.verbose"))
     parser.add_argument("--script-dir", metavar="DIR", help=t("help.submit.script_dir"))
     parser.add_argument("--workdir", metavar="DIR", help=t("help.submit.workdir"))  # refused: see run()
     parser.add_argument("--yes", action="store_true", help=t("help.submit.yes"))
@@ -88,7 +89,7 @@ def _dry_run(plan, args, plan_text: str) -> int:  # noqa: ANN001
                     "text": result.text, "files": result.files, "plan_hash": plan.plan_hash(),
                     "preflight": report.to_json(), "would_submit": would_submit, "verdict": verdict})
         return code
-    print(render_text(report, plan.name), file=sys.stderr)
+    print(render_text(report, plan.name, verbose=args.verbose), file=sys.stderr)
     print(verdict, file=sys.stderr)
     sys.stderr.flush()
     print(t("executors.submit.dry_run_header", executor=result.executor, command=sh_join(result.submit_command)))
