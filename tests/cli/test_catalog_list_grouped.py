@@ -30,7 +30,7 @@ def test_default_is_one_line_per_model_with_counts_and_a_legend(capsys, lang):
     if lang == "en":
         assert "library 2 pretrain, 4 sft, 2 peft; benchmark 2" in glm
     else:
-        assert "库配方 预训练 2、SFT 4、PEFT 2；性能配方 2" in glm
+        assert "库配方 预训练 2、监督微调 4、参数高效微调 2；性能配方 2" in glm
     assert glm.endswith("~2")  # glm52_sft_192gpu_gb200_bf16_config and glm52_sft_416gpu_h100_bf16_config
     errors = sum(1 for r in catalog.recipes if r.errors)
     assert sum(int(part[1:]) for line in rows.values() for part in line.split() if part[:1] == "!" and part[1:].isdigit()) == errors

@@ -182,7 +182,8 @@ def _legend(shown: set[str]) -> list[str]:
 
 
 def _every_recipe(recipes: list[Any], catalog: Any) -> list[str]:
-    lines, shown = [], set()
+    lines: list[str] = []
+    shown: set[str] = set()
     for recipe in recipes:
         marks = _marks(recipe, catalog)
         shown.update(marks)
@@ -202,7 +203,8 @@ def _per_model(recipes: list[Any], catalog: Any) -> list[str]:
     for recipe in recipes:
         by_model.setdefault(recipe.model or "-", []).append(recipe)
     width = max(len(m) for m in by_model)
-    lines, shown = [t("catalog.list.models", models=len(by_model))], set()
+    lines = [t("catalog.list.models", models=len(by_model))]
+    shown: set[str] = set()
     for model in sorted(by_model):
         group = by_model[model]
         tasks = Counter(r.mode for r in group if r.kind == "library")
