@@ -54,6 +54,13 @@ MIN_ROWS = 3  # a band from fewer rows is one row's luck, not an error rate
 WIDEN = 1.5  # per outside dimension the held-out error does not measure
 MAX_BAND = 1.0  # a band of +-100% says "unknown"; wider says nothing more
 DIMENSIONS = ("system", "precision", "family", "goal", "seq_length", "gpus")
+
+
+def dimension_names(dims: tuple[str, ...] | list[str], lang: str | None = None) -> str:
+    """The dimensions a band widened for, in words of `lang` (a field name is not a Chinese word)."""
+    from mbridge_launch.base.i18n import t
+
+    return t("planner.domain.dim_sep", lang=lang).join(t(f"planner.domain.dim.{d}", lang=lang) for d in dims)
 # (attributes the rows must share with the request), nearest first
 NEAREST_TIERS: tuple[tuple[str, ...], ...] = (
     ("system", "precision", "family"), ("system", "family"), ("precision", "family"), ("family",),
@@ -302,7 +309,7 @@ class ErrorBand:
         text = t("planner.domain.basis", lang=lang, loo=t(f"planner.domain.loo.{self.loo}", lang=lang), rows=self.rows,
                  scope=scope)
         if self.widened_for:
-            text += t("planner.domain.widened", lang=lang, factor=self.widen, dims=", ".join(self.widened_for))
+            text += t("planner.domain.widened", lang=lang, factor=self.widen, dims=dimension_names(self.widened_for, lang))
         return text
 
     def as_json(self) -> dict[str, Any]:
@@ -406,7 +413,7 @@ class TieBand:
         text = t(key, lang=lang, loo=t(f"planner.domain.loo.{self.loo}", lang=lang), rows=self.rows, scope=scope,
                  coverage=TIE_COVERAGE)
         if self.widened_for:
-            text += t("planner.domain.widened", lang=lang, factor=self.widen, dims=", ".join(self.widened_for))
+            text += t("planner.domain.widened", lang=lang, factor=self.widen, dims=dimension_names(self.widened_for, lang))
         return text
 
 

@@ -69,7 +69,9 @@ def _library_candidates(catalog: Any, model: str, goal: str, recipe_mode: str) -
     if not for_model:
         known = models_with_recipes(catalog.recipes, "library")
         closest = difflib.get_close_matches(model, known, n=5, cutoff=0.3) or known[:5]
-        raise UserError("recommend.no_recipe_for_model", kind="library", model=model,
+        from mbridge_launch.base.i18n import msg
+
+        raise UserError("recommend.no_recipe_for_model", kind=msg("card.kind_short.library"), model=model,
                         version=catalog.version, closest=", ".join(closest))
     candidates = [r for r in for_model if r.mode == recipe_mode and not r.raises_not_implemented]
     if not candidates:

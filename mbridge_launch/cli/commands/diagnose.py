@@ -135,7 +135,7 @@ def _print_text(diagnosis, subject, lang: str) -> None:
             print("    " + t_line("diagnose.cli.evidence_line", file=ev["file"], line=ev["line"], text=ev["text"]))
     if diagnosis.failed:
         print("  " + t_line("diagnose.cli.fix", fix=data["fix"]))
-        print("  " + t_line("diagnose.cli.retry", retry=data["retry"], advice=t(f"diagnose.retry.{data['retry']}")))
+        print("  " + t_line("diagnose.cli.retry", retry=t(f"diagnose.retry_name.{data['retry']}"), advice=t(f"diagnose.retry.{data['retry']}")))
     if data.get("exclude_nodes"):
         print("  " + t_line("diagnose.cli.exclude", nodes=", ".join(data["exclude_nodes"])))
     if data["symptoms"]:
