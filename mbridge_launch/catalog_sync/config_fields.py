@@ -16,12 +16,17 @@ for a benchmark function that shares a library recipe's name) to the provider
 class its real build returned, read from real_build lines (`model_class`), so an override of a
 model field can be checked against that recipe's own provider.
 
-Maintainer route (tests/bridge/README.md, "The configuration field tree"):
+Maintainer route (the tier's env and stand-ins; tests/bridge/test_config_fields.py checks that
+the shipped file is what this writes):
 
     ENV=$(bash tests/bridge/make-env.sh | tail -n1)
     $ENV/bin/python tests/bridge/build_recipe.py --all all --placeholder-inputs --out /tmp/all.jsonl
-    PYTHONPATH=. $ENV/bin/python -m mbridge_launch.catalog_sync.config_fields \\
-        --builds /tmp/all.jsonl --out catalog/config-fields-0.6.2.json
+    $ENV/bin/python tests/bridge/extract_config_fields.py --builds /tmp/all.jsonl \\
+        --out catalog/config-fields-0.6.2.json
+
+In a Python with the real Transformer Engine (a NeMo container), `python -m
+mbridge_launch.catalog_sync.config_fields --out FILE` with the tool on PYTHONPATH does the same.
+`catalog sync` (static, no torch) does not write this file: a catalog without one checks no keys.
 """
 
 from __future__ import annotations
