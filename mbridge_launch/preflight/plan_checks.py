@@ -395,13 +395,15 @@ def check_override_keys(ctx: PreflightContext) -> list[Check]:
     from mbridge_launch.base.i18n import msg
     from mbridge_launch.plan.overrides import unknown_override
 
+    plan = ctx.plan
+    # the Plan's dataset fields reach run_recipe.py as dataset.NAME=VALUE (plan/trainer_args.py)
+    keys = [f"dataset.{name}" for name in sorted(plan.dataset.fields)] + [o.key for o in plan.overrides]
     checks: list[Check] = []
-    for override in ctx.plan.overrides:
-        error = unknown_override(override.key, ctx.plan.catalog.version, ctx.plan.recipe.name,
-                                 ctx.plan.recipe.kind)
+    for key in keys:
+        error = unknown_override(key, plan.catalog.version, plan.recipe.name, plan.recipe.kind)
         if error is not None:
             checks.append(Check("plan.unknown_setting", "error", {"problem": msg(error.key, **error.params)},
-                                subject=override.key))
+                                subject=key))
     return checks
 
 

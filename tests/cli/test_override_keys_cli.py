@@ -80,3 +80,15 @@ def test_preflight_accepts_the_plan_recommend_wrote(mbl, tmp_path):
     plan, _ = _plan_with_added_key(mbl, tmp_path)
     _, report = _preflight(mbl, plan, tmp_path)
     assert not [c for c in report["checks"] if c["code"] == "plan.unknown_setting"]
+
+
+def test_preflight_checks_the_plans_dataset_fields_too(mbl, tmp_path):
+    # dataset.fields reach run_recipe.py as dataset.NAME=VALUE: a typo there is an unknown setting too
+    plan, _ = _plan_with_added_key(mbl, tmp_path)
+    text = plan.read_text().replace("  fields: {}\n", "  fields:\n    num_workres: '2'\n", 1)
+    assert "num_workres" in text
+    plan.write_text(text)
+    result, report = _preflight(mbl, plan, tmp_path)
+    found = [c for c in report["checks"] if c["code"] == "plan.unknown_setting"]
+    assert result.rc == 1 and len(found) == 1, report
+    assert found[0]["message"] == "unknown setting dataset.num_workres; did you mean dataset.num_workers?"
