@@ -103,7 +103,7 @@ def select_library(catalog: Any, model: str, goal: str, recipe_mode: str, *, seq
     def key(r: Any) -> tuple:
         seq = _variant_seq(r)
         if seq_length is None:
-            seq_score: tuple = (0, 0)
+            seq_score: tuple = (bool(r.variant), 0)  # no length asked: the recipe without a variant suffix
         elif seq >= seq_length:
             seq_score = (0, seq)  # the shortest recipe that covers the request
         else:
