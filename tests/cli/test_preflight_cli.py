@@ -47,12 +47,14 @@ def test_every_preflight_message_has_both_languages_with_the_same_placeholders()
 
 
 def test_valid_plan_text_output(plan, tmp_path, mbl):
-    result = mbl.run("preflight", str(write(plan, tmp_path)), "--no-cluster")
+    result = mbl.run("preflight", str(write(plan, tmp_path)), "--no-cluster", "--verbose")  # notes listed
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("preflight of pf-valid (plan ") and lines[-1].startswith("passed: 0 errors")
     assert any("data.blend_ok" in line and "2 of 2 prefixes" in line for line in lines)
     assert "cluster checks skipped (--no-cluster)" in result.stdout and "\r" not in result.stdout + result.stderr
+    short = mbl.run("preflight", str(write(plan, tmp_path)), "--no-cluster")  # without --verbose: counted only
+    assert "data.blend_ok" not in short.stdout and short.stdout.splitlines()[-1].endswith("--verbose lists the notes")
 
 
 def test_failing_plan_text_output_in_chinese(plan, tmp_path, mbl):

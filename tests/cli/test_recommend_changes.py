@@ -155,7 +155,7 @@ def test_flag_errors_are_translated(capsys, extra):
 def test_chinese_card_has_no_english_labels(capsys):
     assert main(["recommend", "--model", "qwen3_30b_a3b", "--goal", "sft", "--gpus", "16", "--lang", "zh"]) == 0
     out = capsys.readouterr().out
-    assert "SP=关" in out and "SP=off" not in out
+    assert "SP 关" in out and "SP off" not in out and "VP 关" in out
     assert "spans more than one" not in out  # rule warnings in Chinese too
 
 

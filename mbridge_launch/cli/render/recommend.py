@@ -130,7 +130,7 @@ def as_card(rec: Any, plan: Any, command: str, verbose: bool = False) -> str:
     layout = rec.layout
     lines = [f"== {t('card.title')} =="]
     alias = (rec.recipe.aliases or [None])[0]
-    lines.append(f"{t('card.recipe')}: {rec.recipe.name}  [{t('card.kind_short.' + rec.recipe.kind)}]")
+    lines.append(f"{t('card.recipe')}: {rec.recipe.name}  [{t('card.kind.' + rec.recipe.kind)}]")
     if verbose and alias:
         lines.append(f"    {t('card.alias')}: {alias}")
     hardware = t("card.nodes", nodes=t("count.nodes", count=rec.nodes),
