@@ -121,10 +121,24 @@ def check_save_dir(ctx: PreflightContext) -> list[Check]:
     ok, why = writable(save)
     if not ok:
         return [Check("path.save_unwritable", "error", {"path": str(save), "reason": why}, subject=str(save))]
+    missing_root = _unmounted_root(save)
+    if missing_root is not None:  # one finding: no free space or file system type of "/" in its name
+        return [Check("path.save_fs_missing", "error", {"path": str(save), "root": str(missing_root)},
+                      subject=str(save))]
     checks = _storage_check(ctx, "path.save", save, "checkpoint.save")
     checks += _free_space(ctx, save)
     checks += _resume(ctx, save)
     return checks
+
+
+def _unmounted_root(path: Path) -> Path | None:
+    """The missing top-level directory of an absolute path (/lustre of /lustre/ckpt/run) when
+    nothing of it exists here: a site file system not mounted on this machine. Its free space and
+    type would be those of "/", which say nothing about it, so it is one finding, not three."""
+    if not path.is_absolute() or len(path.parts) < 2:
+        return None
+    root = Path(path.anchor) / path.parts[1]
+    return None if root.exists() else root
 
 
 def checkpoints_to_hold(ctx: PreflightContext) -> int:
