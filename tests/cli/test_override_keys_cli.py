@@ -69,8 +69,8 @@ def test_preflight_refuses_a_plan_with_an_unknown_key(mbl, tmp_path, lang):
     assert result.rc == 1, result.stderr
     found = [c for c in report["checks"] if c["code"] == "plan.unknown_setting"]
     assert len(found) == 1 and found[0]["severity"] == "error"
-    expected = {"en": "unknown setting train.trian_iters; did you mean train.train_iters?",
-                "zh": "未知设置 train.trian_iters；您是否想写 train.train_iters？"}[lang]
+    expected = {"en": "override: unknown setting train.trian_iters; did you mean train.train_iters?",
+                "zh": "覆盖项：未知设置 train.trian_iters；您是否想写 train.train_iters？"}[lang]
     assert found[0]["message"] == expected
     dry = mbl.run("submit", plan, "--dry-run", cwd=tmp_path)
     assert dry.rc != 0 and "plan.unknown_setting" in dry.stdout + dry.stderr
@@ -91,4 +91,4 @@ def test_preflight_checks_the_plans_dataset_fields_too(mbl, tmp_path):
     result, report = _preflight(mbl, plan, tmp_path)
     found = [c for c in report["checks"] if c["code"] == "plan.unknown_setting"]
     assert result.rc == 1 and len(found) == 1, report
-    assert found[0]["message"] == "unknown setting dataset.num_workres; did you mean dataset.num_workers?"
+    assert found[0]["message"] == "override: unknown setting dataset.num_workres; did you mean dataset.num_workers?"
