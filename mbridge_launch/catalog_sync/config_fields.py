@@ -80,9 +80,10 @@ def _is_mapping(hint: Any) -> bool:
 
 def _subclasses(cls: type) -> list[type]:
     seen: dict[str, type] = {}
-    stack = [cls]
+    stack: list[type] = [cls]
     while stack:
-        for sub in stack.pop().__subclasses__():
+        subs: list[type] = stack.pop().__subclasses__()
+        for sub in subs:
             if dataclasses.is_dataclass(sub) and full_name(sub) not in seen:
                 seen[full_name(sub)] = sub
                 stack.append(sub)
