@@ -393,11 +393,15 @@ def check_override_keys(ctx: PreflightContext) -> list[Check]:
     tree, the recipe's own model provider where known); a `+key` adds one on purpose. A typo
     (train.trian_iters) would otherwise reach the queue and stop Megatron Bridge at start-up."""
     from mbridge_launch.base.i18n import msg
+    from mbridge_launch.knowledge.config_fields import file_name, load_field_tree
     from mbridge_launch.plan.overrides import unknown_override
 
     plan = ctx.plan
     # the Plan's dataset fields reach run_recipe.py as dataset.NAME=VALUE (plan/trainer_args.py)
     keys = [f"dataset.{name}" for name in sorted(plan.dataset.fields)] + [o.key for o in plan.overrides]
+    if keys and load_field_tree(plan.catalog.version) is None:  # a catalog synced without the real classes
+        return [Check("plan.override_keys_unchecked", "info",
+                      {"version": plan.catalog.version, "file": file_name(plan.catalog.version)})]
     checks: list[Check] = []
     for key in keys:
         error = unknown_override(key, plan.catalog.version, plan.recipe.name, plan.recipe.kind)

@@ -92,3 +92,18 @@ def test_preflight_checks_the_plans_dataset_fields_too(mbl, tmp_path):
     found = [c for c in report["checks"] if c["code"] == "plan.unknown_setting"]
     assert result.rc == 1 and len(found) == 1, report
     assert found[0]["message"] == "override: unknown setting dataset.num_workres; did you mean dataset.num_workers?"
+
+
+def test_a_catalog_without_a_field_tree_says_the_keys_were_not_checked(tmp_path, monkeypatch, capsys):
+    from mbridge_launch.cli.main import main
+    from mbridge_launch.knowledge import config_fields
+
+    plan = tmp_path / "plan.yaml"
+    assert main([*REQUEST, "train.train_iters=100", "-o", str(plan), "--format", "json"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(config_fields, "load_field_tree", lambda version, directory=None: None)
+    main(["--lang", "en", "preflight", str(plan), "--no-cluster", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    found = [c for c in report["checks"] if c["code"] == "plan.override_keys_unchecked"]
+    assert len(found) == 1 and found[0]["severity"] == "info"
+    assert "config-fields-0.6.2.json" in found[0]["message"]
