@@ -31,7 +31,9 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
     lines.append(f"{t('card.recipe')}: {plan.recipe.name}  [{kind}]")
     data = plan.dataset.selector + (t("gate.card.prefixes", count=len(plan.dataset.data_paths)) if plan.dataset.data_paths else "")
     lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {data}")
-    lines.append(f"{t('card.layout')}: TP={p.tp} PP={p.pp} VP={p.vp or '-'} CP={p.cp} EP={p.ep} ETP={p.etp or '-'} "
+    vp = f"VP={p.vp}" if p.vp and p.vp > 1 else t("card.vp_off")  # VP one way, as recommend says it
+    etp = f" ETP={p.etp}" if p.etp and p.etp > 1 else ""
+    lines.append(f"{t('card.layout')}: TP={p.tp} PP={p.pp} {vp} CP={p.cp} EP={p.ep}{etp} "
                  f"DP={p.dp}  MBS={p.mbs} GBS={p.gbs} seq={p.seq_length}")
     lines.append(t("gate.card.where", nodes=t("count.nodes", count=c.nodes), per_node=c.gpus_per_node, gpu_type=c.gpu_type.upper(),
                    partition=c.partition or "-", account=c.account or "-", time=c.time))
@@ -44,7 +46,7 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
     conv = convergence_overrides(plan)
     lines.append(t("gate.card.convergence", count=len(conv)))
     for o in conv:
-        lines.append(f"    {o.key}={o.value}  ({o.reason or '-'})")
+        lines.append(f"    {o.key}={o.value}" + (f"  ({o.reason})" if o.reason else ""))
     warnings = [(w.code, w.message) for w in plan.warnings]
     if report is not None:
         warnings += [(ch.code, ch.message()) for ch in report.warnings]

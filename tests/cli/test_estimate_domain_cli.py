@@ -104,7 +104,7 @@ def test_a_set_cut_by_top_says_it_may_go_on(capsys, top):
 def test_recommend_card_and_plan_carry_the_domain_and_error_band(capsys, tmp_path):
     plan_file = tmp_path / "plan.yaml"
     code, out, err = run(capsys, "--lang", "en", "recommend", "--model", "llama3_8b", "--gpus", "8", "--gpu-type",
-                         "h200", "-o", str(plan_file))
+                         "h200", "-o", str(plan_file), "--verbose")  # the basis of the band is behind --verbose
     assert code == 0, err
     assert any(x.strip().startswith("Extrapolated: ") and "no h200 row" in x for x in out.splitlines())
     import yaml
@@ -112,5 +112,6 @@ def test_recommend_card_and_plan_carry_the_domain_and_error_band(capsys, tmp_pat
     est = yaml.safe_load(plan_file.read_text())["estimates"]
     assert est["domain"]["inside"] is False and "system" in est["domain"]["outside"]
     assert 0 < est["error_band"]["median"] <= est["error_band"]["p90"] and est["error_band"]["rows"] >= 3
-    code, out, _ = run(capsys, "--lang", "zh", "recommend", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h200")
+    code, out, _ = run(capsys, "--lang", "zh", "recommend", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h200",
+                       "--verbose")
     assert code == 0 and any(x.strip().startswith("外推：") for x in out.splitlines())

@@ -191,7 +191,7 @@ def test_recommend_card_values_escaped(tmp_path):
     # C0 controls in these flags are refused by the Plan; C1 controls and bidi overrides reach the card
     proc = run_raw("recommend", "--model", "llama3_8b", "--gpus", "8", "--partition", f"h100{BIDI}",
                    "--account", f"acct{CSI_8BIT}", "--container-image", f"img{BIDI}:1",
-                   "--save-dir", f"/ckpt/{CSI_8BIT}2J{BIDI}")
+                   "--save-dir", f"/ckpt/{CSI_8BIT}2J{BIDI}", "--verbose")  # --verbose: the changes list shows the path
     out, err = both_clean(proc)
     assert proc.returncode == 0, err
     assert "/ckpt/\\x9b2J\\u202e" in out, out
