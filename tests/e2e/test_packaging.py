@@ -196,11 +196,8 @@ def test_core_install_in_a_fresh_venv(source_copy, tmp_path):
     for args in (("recommend", "--smoke-test", "-o", "p.yaml"),
                  ("plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100")):
         _check(mbl(*args), f"mbridge-launch {' '.join(args)} in the core venv")
-    # the dry run runs preflight: the job starts here (no launch.workdir), so here must hold the entry,
-    # as a Megatron Bridge checkout does; no Slurm on this machine
-    entry = work / "scripts" / "training" / "run_recipe.py"
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    entry.write_text("")
+    # the dry run runs preflight as a real submit would: the smoke plan runs in the release's NeMo
+    # container, so an empty directory with no Megatron Bridge checkout and no Slurm passes (issue 33)
     dry = _check(mbl("submit", "p.yaml", "--executor", "sbatch", "--dry-run", "--no-cluster-checks"),
                  "submit --executor sbatch --dry-run --no-cluster-checks")
     assert "#SBATCH" in dry.stdout and "#!/bin/bash" in dry.stdout, dry.stdout[:2000]
