@@ -490,7 +490,7 @@ def _make_plugin_class() -> type:
             if isinstance(plan, (str, os.PathLike)):
                 from mbridge_launch.plan.model import load_plan
 
-                plan = load_plan(plan)
+                plan = load_plan(Path(plan))
             if not isinstance(plan, Plan):
                 raise TypeError(f"MBridgePlugin.from_plan takes a Plan or the path of a Plan file, "
                                 f"not {type(plan).__name__}")
