@@ -214,7 +214,32 @@ class Dimension:
     params: tuple[tuple[str, Any], ...] = ()
 
     def reason(self, lang: str | None = None) -> str | None:
-        return t(self.reason_key, lang=lang, **dict(self.params)) if self.reason_key else None
+        if not self.reason_key:
+            return None
+        params = dict(self.params)
+        for name in ("kind", "kinds"):  # architecture kinds are the tool's words: shown in the reader's language
+            if name in params:
+                params[name] = kind_names(params[name], lang)
+        return t(self.reason_key, lang=lang, **params)
+
+
+def kind_names(kinds: str, lang: str | None = None) -> str:
+    """Architecture kinds ("moe", "dense, hybrid") in words of `lang`; English keeps the tool's words."""
+    return ", ".join(t(f"planner.domain.kind.{k}", lang=lang) if k in ("dense", "moe", "hybrid") else k
+                     for k in kinds.split(", "))
+
+
+def scope_text(scope: tuple[tuple[str, str], ...], lang: str | None = None) -> str:
+    """The attributes the basis rows share ("h100 llama dense"), the family's kind in words of `lang`."""
+    if not scope:
+        return t("planner.domain.scope_all", lang=lang)
+    words = []
+    for name, value in scope:
+        if name == "family" and " " in value:
+            family, kind = value.rsplit(" ", 1)
+            value = f"{family} {kind_names(kind, lang)}"
+        words.append(value)
+    return " ".join(words)
 
 
 @dataclass(frozen=True)
@@ -305,7 +330,7 @@ class ErrorBand:
     widened_for: tuple[str, ...] = ()
 
     def basis(self, lang: str | None = None) -> str:
-        scope = " ".join(v for _, v in self.scope) if self.scope else t("planner.domain.scope_all", lang=lang)
+        scope = scope_text(self.scope, lang)
         text = t("planner.domain.basis", lang=lang, loo=t(f"planner.domain.loo.{self.loo}", lang=lang), rows=self.rows,
                  scope=scope)
         if self.widened_for:
@@ -406,7 +431,7 @@ class TieBand:
     evidence: bool = False
 
     def basis(self, lang: str | None = None) -> str:
-        scope = " ".join(v for _, v in self.scope) if self.scope else t("planner.domain.scope_all", lang=lang)
+        scope = scope_text(self.scope, lang)
         key = ("planner.domain.tie_basis_measured" if self.evidence and self.measured else
                "planner.domain.tie_basis_measured_median" if self.evidence else
                "planner.domain.tie_basis" if self.measured else "planner.domain.basis")

@@ -42,7 +42,7 @@ def latin_words(template: str) -> list[str]:
     text = re.sub(r"(?<![A-Za-z0-9])--?[A-Za-z][\w\-]*(?:=\S*)?", " ", text)  # flags
     text = re.sub(r"%\(\w+\)[rsd]|%[rsd]", " ", text)  # argparse's own placeholders
     text = re.sub(r"\S*/\S*", " ", text)  # paths, tokens/s
-    text = re.sub(r"[\w.\-]+=[\w.\-*,]+", " ", text)  # a setting as written: dataset.pad_to_max_length=true
+    text = re.sub(r"[A-Za-z0-9_.\-]+=[A-Za-z0-9_.\-*,]+", " ", text)  # a setting: dataset.pad_to_max_length=true
     text = re.sub(r"(?<![\w.])\.[A-Za-z]\w*", " ", text)  # a file's suffix: .bin, .idx, .metadata
     text = re.sub(r"\b[a-z]+:[A-Z][A-Z0-9_]*", " ", text)  # a typed form with its placeholder: job:JOBID
     found = []
@@ -79,6 +79,7 @@ def test_the_checker_finds_english_prose():
     assert latin_words("使用 --yes 或 `mbridge-launch status RUN`，TP={tp} 在 8 块 GPU 上，见 plan.yaml") == []
     # ordinary words are not kept because a command shares their name; a value the user types is in backticks
     assert latin_words("写入 Plan，默认 none，请输入 yes，all 全部") == ["Plan", "none", "yes", "all"]
+    assert latin_words("激活重计算=none") == ["none"]  # a Chinese word is no config key
     assert latin_words("默认 `none`，请输入 `yes`，设置 train.exit_signal_handler=true，.bin 与 .idx，4k、128k，job:JOBID") == []
 
 

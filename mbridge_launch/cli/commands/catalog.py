@@ -182,13 +182,17 @@ def _legend(shown: set[str]) -> list[str]:
 
 
 def _every_recipe(recipes: list[Any], catalog: Any) -> list[str]:
+    from mbridge_launch.base.i18n import t
+    from mbridge_launch.base.terminal import pad
+
     lines: list[str] = []
     shown: set[str] = set()
     for recipe in recipes:
         marks = _marks(recipe, catalog)
         shown.update(marks)
         alias = f"  ({', '.join(recipe.aliases)})" if recipe.aliases else ""
-        lines += [f"{marks or ' ':3} {recipe.kind:9} {recipe.name}{alias}", f"      {_layout_text(recipe)}"]
+        kind = pad(t(f"card.kind_short.{recipe.kind}"), 9)  # the reader's word: 库 | 性能 in Chinese
+        lines += [f"{marks or ' ':3} {kind} {recipe.name}{alias}", f"      {_layout_text(recipe)}"]
     return lines + _legend(shown)
 
 
@@ -270,7 +274,10 @@ def _show(args: argparse.Namespace) -> int:
     if not recipe.findings:
         print(f"  {t('catalog.show.no_findings')}")
     for finding in recipe.findings:
-        print(f"  [{finding.severity}] {finding.code}: {finding.text()}")
+        # the severity in the reader's language ("[警告]", not "[warning]"); any other word as the catalog has it
+        severity = (t(f"preflight.severity.{finding.severity}") if finding.severity in ("error", "warning", "info")
+                    else finding.severity)
+        print(f"  [{severity}] {finding.code}: {finding.text()}")
     return 0
 
 
@@ -325,10 +332,10 @@ def _diff_lines(result: Any) -> list[str]:
         lines.append(t_line("catalog.diff.top_fields", fields=", ".join(f"{f} ({c})" for f, c in counts[:TOP_FIELDS])))
     for change in result.changed:
         if change.old_name != change.name:  # the kind as `catalog list` prints it: library | benchmark
-            lines.append(t_line("catalog.diff.recipe_renamed", kind=change.kind, name=change.name,
+            lines.append(t_line("catalog.diff.recipe_renamed", kind=t(f"card.kind_short.{change.kind}"), name=change.name,
                                 old_name=change.old_name))
         else:
-            lines.append(t_line("catalog.diff.recipe", kind=change.kind, name=change.name))
+            lines.append(t_line("catalog.diff.recipe", kind=t(f"card.kind_short.{change.kind}"), name=change.name))
         lines += [t_line("catalog.diff.field", field=f.field, old=value(f.old), new=value(f.new)) for f in change.fields]
     if result.run_recipe:
         lines.append(t("catalog.diff.run_recipe"))

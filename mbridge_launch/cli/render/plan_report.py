@@ -24,6 +24,14 @@ _GLYPHS = {"weights": "W", "gradients": "G", "optimizer": "O", "activations": "A
 _WHEN_SET = ("fp8_copies", "dispatcher")  # rows shown only when the layout has them (planner.memory)
 
 
+def recompute_text(layout: Any) -> str:
+    """The recompute level as the text cards say it, in the reader's language (a Chinese word, not
+    "=none"); the JSON keeps the tool's values (recompute_label)."""
+    if layout.recompute in ("none", "selective") or (layout.recompute == "full" and layout.recompute_layers is None):
+        return t(f"planner.recompute_level.{layout.recompute}")
+    return recompute_label(layout)  # full with a layer count: already a sentence of the language
+
+
 def budget(candidate: Candidate, tokens: float | None, gpus: int) -> dict[str, float] | None:
     """Wall-clock hours and GPU-hours to train on `tokens` tokens at the predicted speed."""
     if not tokens:
@@ -221,7 +229,7 @@ def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None =
     below a layout predicted slower (rank_note)."""
     L = c.layout
     lines = [t("planner.candidate", rank=rank, tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1,
-               dp=L.dp, mbs=L.mbs, recompute=recompute_label(L), fsdp=" FSDP" if L.fsdp else "")]
+               dp=L.dp, mbs=L.mbs, recompute=recompute_text(L), fsdp=" FSDP" if L.fsdp else "")]
     lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
                    step=c.step_time_s))
     lines.append(time_line(c.step.breakdown))
@@ -300,7 +308,7 @@ def nvidia_text(option: Any, hw: Hardware, listed: int) -> list[str]:
     L, c, r = option.layout, option.estimate, option.recipe
     lines = [t("planner.nvidia.title", recipe=one_line(r.name)),  # a synced catalog's name: escaped
              t("planner.nvidia.layout", tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1, dp=L.dp,
-               mbs=L.mbs, recompute=recompute_label(L), fsdp=" FSDP" if L.fsdp else "")]
+               mbs=L.mbs, recompute=recompute_text(L), fsdp=" FSDP" if L.fsdp else "")]
     if c is not None:
         lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
                        step=c.step_time_s))

@@ -63,14 +63,14 @@ def vp_text(vp: Any) -> str:
 
 
 def layout_text(layout: Any) -> str:
-    from mbridge_launch.planner.rules import recompute_label
+    from mbridge_launch.cli.render.plan_report import recompute_text
 
     words = [f"TP={layout.tp}", f"PP={layout.pp}", vp_text(layout.vp), f"CP={layout.cp}", f"EP={layout.ep}"]
     if layout.etp and int(layout.etp) > 1:
         words.append(f"ETP={layout.etp}")
     words += [f"DP={layout.dp}", f"SP {t('card.on') if layout.sp else t('card.off')}"]
     if layout.recompute != "none":
-        words.append(f"{t('card.recompute')}={recompute_label(layout)}")
+        words.append(f"{t('card.recompute')}={recompute_text(layout)}")
     if layout.fsdp:
         words.append("FSDP")
     return " ".join(words)
