@@ -125,9 +125,9 @@ def smallest_fitting_change(layout: Any, arch: Any, hardware: Any, *, precision:
         if found is not None:
             L = found.layout
             # the level in the reader's words (激活重计算=无 in Chinese), kept as a message: the Plan stays neutral
-            level = msg(f"planner.recompute_level.{L.recompute}") if L.recompute in order else L.recompute
+            shown_level: Any = msg(f"planner.recompute_level.{L.recompute}") if L.recompute in order else L.recompute
             return msg("shipped.change.gpus", gpus=gpus, layout=f"TP={L.tp} PP={L.pp} CP={L.cp} EP={L.ep}"
-                       + (" FSDP" if L.fsdp else ""), recompute=level, total=f"{found.memory.total:.1f}")
+                       + (" FSDP" if L.fsdp else ""), recompute=shown_level, total=f"{found.memory.total:.1f}")
     return msg("shipped.change.none", gpus=world * 8)
 
 
