@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mbridge_launch.base.errors import UserError
+from mbridge_launch.knowledge.hf_cache import cached_hf_config  # noqa: F401 - re-exported
 from mbridge_launch.knowledge.models import ModelArch
 
 # Our field -> the config.json keys that carry it, first match wins.
@@ -266,27 +267,3 @@ def hf_modality(path: str | Path) -> str:
     if "omni" in model_type or (audio and vision):
         return "omni"
     return "audio" if audio else "vision" if vision else "text"
-
-
-def cached_hf_config(hf_id: str, environ: Any = None) -> Path | None:
-    """The config.json of `hf_id` ('org/name') in the local Hugging Face hub cache, newest
-    snapshot first, or None. The cache is $HF_HUB_CACHE, else $HF_HOME/hub, else
-    ~/.cache/huggingface/hub (huggingface_hub's own order); nothing is downloaded."""
-    import os
-
-    env = os.environ if environ is None else environ
-    parts = hf_id.strip().strip("/").split("/")
-    if len(parts) != 2 or not all(parts) or any(p in (".", "..") for p in parts):
-        return None
-    if env.get("HF_HUB_CACHE"):
-        hub = Path(env["HF_HUB_CACHE"])
-    elif env.get("HF_HOME"):
-        hub = Path(env["HF_HOME"]) / "hub"
-    else:
-        hub = Path(env.get("HOME") or Path.home()) / ".cache" / "huggingface" / "hub"
-    snapshots = hub / f"models--{parts[0]}--{parts[1]}" / "snapshots"
-    try:
-        found = [c for c in snapshots.glob("*/config.json") if c.is_file()]
-    except OSError:
-        return None
-    return max(found, key=lambda c: c.stat().st_mtime, default=None)

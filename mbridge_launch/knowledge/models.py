@@ -436,7 +436,7 @@ def _config_hint(query: str) -> Any:
     """How to give the model's architecture: the config.json in the local Hugging Face cache when
     it is there (an HF id downloaded before), else --hf-config PATH."""
     from mbridge_launch.base.i18n import msg
-    from mbridge_launch.knowledge.hf_config import cached_hf_config
+    from mbridge_launch.knowledge.hf_cache import cached_hf_config
 
     cached = cached_hf_config(query) if "/" in query else None
     if cached is not None:
