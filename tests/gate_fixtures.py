@@ -23,14 +23,15 @@ def unique(name: str) -> str:
     return f"{name}-{secrets.token_hex(3)}"
 
 
-def recommend_base_plan(directory: Path) -> dict:
+def recommend_base_plan(directory: Path, *overrides: str) -> dict:
     """`mbridge-launch recommend -o` (Llama 3.2 1B on 2 GPUs, which passes preflight on the local
-    cluster, with the stand-in trainer as entry), written under `directory`; its data."""
+    cluster, with the stand-in trainer as entry), written under `directory`; its data. `overrides`:
+    more KEY=VALUE settings of the user's."""
     out = directory / "plan.yaml"
     proc = run_cli("recommend", "--model", "llama32_1b", "--gpus", "2", "--goal", "pretrain", "--dataset", "mock",
                    "--name", "gate", "--partition", "h100", "--time", "00:10:00", "--save-dir", str(out.parent / "ckpt"),
                    "--entry", sys.executable, str(STANDIN), "-o", str(out), "train.train_iters=6",
-                   "checkpoint.save_interval=3")
+                   "checkpoint.save_interval=3", *overrides)
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load(out.read_text())
 

@@ -23,10 +23,13 @@ from mbridge_launch.tune import trials as T
 
 @pytest.fixture(scope="module")
 def plan_path(tmp_path_factory) -> Path:
-    """`recommend -o` for Llama 3.2 1B on 2 H100 (the e2e tests' Plan): its near-tie set holds
-    several layouts and the recipe's own (MBS 1) is not the planner's first."""
+    """`recommend -o` for Llama 3.2 1B on 2 H100 (the e2e tests' request) with the user's own
+    layout: the 1-GPU recipe's MBS 1 and GBS 512. recommend takes the planner's first layout (and
+    weak-scales GBS) unless the user sets the layout, so the user sets it here: the near-tie set
+    holds several layouts and the Plan's own (MBS 1) is not the planner's first."""
     directory = tmp_path_factory.mktemp("tune")
-    data = recommend_base_plan(directory)
+    data = recommend_base_plan(directory, "train.micro_batch_size=1", "train.global_batch_size=512")
+    assert data["parallelism"]["mbs"] == 1 and data["parallelism"]["gbs"] == 512  # the user's layout kept
     return save_plan(plan_from_dict(data), directory / "plan.yaml")
 
 
