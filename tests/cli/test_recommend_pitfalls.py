@@ -137,7 +137,12 @@ def test_stale_recipe_findings_are_not_repeated(capsys):
     data = answer(capsys, "--model", "llama3_70b", "--goal", "dora", "--gpus", "8", "--gpu-type", "b200")
     assert data["parallelism"]["sp"] is True
     assert not any(w["code"] in ("RECIPE_RULE_SP_TP", "RULE_SP_TP") for w in data["warnings"])
-    moe = answer(capsys, "--model", "qwen3_30b_a3b", "--goal", "sft", "--gpus", "16", "--gpu-type", "b200")
+    # the H100 recipe on B200 with the user's EP=16 over 2 nodes (the planner's first keeps EP
+    # within a node; the user's layout is kept, LAYOUT_NOT_PLANNER_FIRST): the rule names B200
+    moe = answer(capsys, "--model", "qwen3_30b_a3b", "--goal", "sft", "--gpus", "16", "--gpu-type", "b200",
+                 "model.expert_model_parallel_size=16", "model.pipeline_model_parallel_size=1",
+                 "model.virtual_pipeline_model_parallel_size=1")
+    assert moe["recipe"].endswith("_h100_bf16_config") and moe["parallelism"]["ep"] == 16
     ep = next(w["message"] for w in moe["warnings"] if w["code"] == "RULE_EP_NVLINK")
     assert "B200" in ep and "H100" not in ep
 
