@@ -39,9 +39,10 @@ def _rule(plan) -> str:
 
 @pytest.fixture
 def recommended(tmp_path, capsys):
+    """recommend's Plan and its --verbose card (the first screen only counts the changes)."""
     out = tmp_path / "plan.yaml"
     rc = main(["recommend", "--model", "llama32_1b", "--gpus", "2", "--goal", "pretrain", "--dataset", "mock",
-               "--time", "00:30:00", "-o", str(out)])
+               "--time", "00:30:00", "--verbose", "-o", str(out)])
     card = capsys.readouterr().out
     assert rc == 0
     return yaml.safe_load(out.read_text()), card
