@@ -134,7 +134,7 @@ def test_wheel_contents(wheel):
         assert line in entry_points, entry_points
     core = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert sorted(re.split(r"[\s<>=!~;\[(]", line.split(":", 1)[1].strip())[0].lower() for line in core) == [
-        "jinja2", "pydantic", "pyyaml"], core
+        "jinja2", "pydantic", "pyyaml", "ruamel.yaml"], core  # ruamel.yaml: round-trip edits of user files
     for extra in ("nemo-run", "submitit", "all", "test"):
         assert f"Provides-Extra: {extra}" in metadata
 
