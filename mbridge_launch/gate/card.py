@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from mbridge_launch.base.i18n import t
 from mbridge_launch.plan.model import Plan
+from mbridge_launch.planner.layout_words import vp_word
 from mbridge_launch.policy import cost
 
 
@@ -31,7 +32,7 @@ def render_card(plan: Plan, *, executor: str, script_path: str, report: Any = No
     lines.append(f"{t('card.recipe')}: {plan.recipe.name}  [{kind}]")
     data = plan.dataset.selector + (t("gate.card.prefixes", count=len(plan.dataset.data_paths)) if plan.dataset.data_paths else "")
     lines.append(f"{t('card.mode')}: {plan.mode}    {t('card.dataset')}: {data}")
-    vp = f"VP={p.vp}" if p.vp and p.vp > 1 else t("card.vp_off")  # VP one way, as recommend says it
+    vp = vp_word(p.vp)  # VP one way, as every text says it
     etp = f" ETP={p.etp}" if p.etp and p.etp > 1 else ""
     lines.append(f"{t('card.layout')}: TP={p.tp} PP={p.pp} {vp} CP={p.cp} EP={p.ep}{etp} "
                  f"DP={p.dp}  MBS={p.mbs} GBS={p.gbs} seq={p.seq_length}")

@@ -11,6 +11,7 @@ from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
 from mbridge_launch.plan import settings, shipped
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.plan.scale_sanity import weak_scaled_layout
+from mbridge_launch.planner.layout_words import vp_word
 from mbridge_launch.recommend import select
 from mbridge_launch.recommend.changes import Change
 from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_vlm, vlm_selectors
@@ -371,7 +372,7 @@ def _user_sets_layout(request: Request) -> bool:
 def _not_planner_first(choice: LayoutChoice, layout: Any) -> tuple[str, Msg]:
     """The warning of a layout that is not the planner's first: why, and both predicted speeds."""
     def label(L: Any) -> str:  # Megatron's names only: the same in every language
-        return f"TP={L.tp} PP={L.pp} VP={L.vp_size} CP={L.cp} EP={L.ep} ETP={L.etp_size} MBS={L.mbs}" + (
+        return f"TP={L.tp} PP={L.pp} {vp_word(L.vp_size)} CP={L.cp} EP={L.ep} ETP={L.etp_size} MBS={L.mbs}" + (
             " FSDP" if L.fsdp else "")
 
     first = choice.planner_first

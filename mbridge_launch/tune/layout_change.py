@@ -24,6 +24,7 @@ from mbridge_launch.plan.layout import parallelism_of
 from mbridge_launch.plan.model import Override, Plan
 from mbridge_launch.plan.overrides import SWITCH_KEYS
 from mbridge_launch.plan.settings import FULL_RECOMPUTE_SETTINGS
+from mbridge_launch.planner.layout_words import vp_word
 from mbridge_launch.planner.pipeline_split import SPLIT_KEYS
 from mbridge_launch.planner.recompute import OVERRIDE_KEY
 
@@ -32,7 +33,7 @@ RECOMPUTE_KEY = SWITCH_KEYS["recompute"][0]
 
 def layout_label(layout: Any) -> str:
     """One line naming a layout (planner Layout or Plan parallelism), as the card names it."""
-    text = (f"TP={layout.tp} PP={layout.pp} VP={layout.vp or '-'} CP={layout.cp} EP={layout.ep} "
+    text = (f"TP={layout.tp} PP={layout.pp} {vp_word(layout.vp)} CP={layout.cp} EP={layout.ep} "
             f"MBS={layout.mbs} recompute={layout.recompute}")
     return text + (" SP" if layout.sp else "") + (" FSDP" if layout.fsdp else "")
 

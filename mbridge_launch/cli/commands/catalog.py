@@ -227,9 +227,9 @@ def _per_model(recipes: list[Any], catalog: Any) -> list[str]:
 
 
 def _layout_text(recipe: Any) -> str:
-    parts = [f"TP={recipe.tp}", f"PP={recipe.pp}"]
-    if recipe.vp:
-        parts.append(f"VP={recipe.vp}")
+    from mbridge_launch.planner.layout_words import vp_word
+
+    parts = [f"TP={recipe.tp}", f"PP={recipe.pp}", vp_word(recipe.vp)]
     parts += [f"CP={recipe.cp}", f"EP={recipe.ep}"]
     if recipe.etp is not None:
         parts.append(f"ETP={recipe.etp}")

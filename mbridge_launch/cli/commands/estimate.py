@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         lines = [t("planner.header", model=got.model, gpus=args.gpus, gpu=hw.label, precision=got.precision,
                    goal=got.goal, gbs=layout.gbs, seq=layout.seq_length), ""]
-        lines.extend(report.candidate_text(1, cand, hw, args.tokens, arch=got.arch))
+        lines.extend(report.candidate_text(1, cand, hw, args.tokens, arch=got.arch, precision=got.precision))
         lines.extend(report.domain_lines(assessment))
         lines.append(calibration.source.text())
         split = report.split_text(cand, got.arch) if cand is not None else None

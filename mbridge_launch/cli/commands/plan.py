@@ -85,9 +85,10 @@ def run(args: argparse.Namespace) -> int:
         lines.append("")
         lines.extend(report.near_tie_text(result))
         for rank, cand in enumerate(result.candidates, 1):
-            lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates, arch=got.arch))
+            lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates, arch=got.arch,
+                                               precision=got.precision))
             lines.append("")
-        lines.extend(report.nvidia_text(result.nvidia, hw, len(result.candidates)))
+        lines.extend(report.nvidia_text(result.nvidia, hw, len(result.candidates), precision=got.precision))
         lines.extend(report.rejected_text(result.rejected))
         print("\n".join(lines))
     if args.output:

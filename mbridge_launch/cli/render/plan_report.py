@@ -12,6 +12,7 @@ from mbridge_launch.base.i18n import t
 from mbridge_launch.base.terminal import display_width, pad
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.planner.domain import Assessment
+from mbridge_launch.planner.layout_words import vp_word
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
 from mbridge_launch.planner.pipeline_split import mtp_layers
 from mbridge_launch.planner.rules import recompute_label
@@ -223,15 +224,22 @@ def time_line(breakdown: dict[str, float], lang: str | None = None) -> str:
     return t("planner.time_line", lang=lang, parts=t("planner.time_sep_parts", lang=lang).join(parts))
 
 
+def mfu_basis(precision: str | None) -> str:
+    """The peak an MFU is measured against, named: the precision's own (FP8/FP4 for fp8/fp4 runs)."""
+    from mbridge_launch.knowledge.vocabulary import PEAK_CLASS
+
+    return PEAK_CLASS.get(precision or "bf16", "bf16").upper()
+
+
 def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None = None,
-                   ranked: list[Candidate] | None = None, arch: Any = None) -> list[str]:
+                   ranked: list[Candidate] | None = None, arch: Any = None, precision: str | None = None) -> list[str]:
     """The card of the rank-th candidate; given the whole ranked list, it also says why it ranks
-    below a layout predicted slower (rank_note)."""
+    below a layout predicted slower (rank_note). `precision` names the peak its MFU is against."""
     L = c.layout
-    lines = [t("planner.candidate", rank=rank, tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1,
+    lines = [t("planner.candidate", rank=rank, tp=L.tp, pp=L.pp, vp=vp_word(L.vp), cp=L.cp, ep=L.ep, etp=L.etp or 1,
                dp=L.dp, mbs=L.mbs, recompute=recompute_text(L), fsdp=" FSDP" if L.fsdp else "")]
     lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
-                   step=c.step_time_s))
+                   step=c.step_time_s, basis=mfu_basis(precision)))
     lines.append(time_line(c.step.breakdown))
     spend = budget(c, tokens, L.world or 1)
     if spend:
@@ -301,17 +309,17 @@ def nvidia_json(option: Any, hw: Hardware) -> dict[str, Any] | None:
     return data
 
 
-def nvidia_text(option: Any, hw: Hardware, listed: int) -> list[str]:
+def nvidia_text(option: Any, hw: Hardware, listed: int, precision: str | None = None) -> list[str]:
     """The lines of NVIDIA's layout after the ranked list ([] when there is none)."""
     if option is None:
         return []
     L, c, r = option.layout, option.estimate, option.recipe
     lines = [t("planner.nvidia.title", recipe=one_line(r.name)),  # a synced catalog's name: escaped
-             t("planner.nvidia.layout", tp=L.tp, pp=L.pp, vp=L.vp or 1, cp=L.cp, ep=L.ep, etp=L.etp or 1, dp=L.dp,
+             t("planner.nvidia.layout", tp=L.tp, pp=L.pp, vp=vp_word(L.vp), cp=L.cp, ep=L.ep, etp=L.etp or 1, dp=L.dp,
                mbs=L.mbs, recompute=recompute_text(L), fsdp=" FSDP" if L.fsdp else "")]
     if c is not None:
         lines.append(t("planner.figures", tps=c.tokens_per_sec_per_gpu, tflops=c.model_tflops_per_gpu, mfu=c.mfu,
-                       step=c.step_time_s))
+                       step=c.step_time_s, basis=mfu_basis(precision)))
         lines.append(t("planner.memory_title", stage=t(f"planner.stage.{c.memory.stage}"), total=c.memory.total,
                        hbm=hw.hbm_gb, limit=HEADROOM * hw.hbm_gb, headroom=1 - HEADROOM))
         if not c.fits:

@@ -7,6 +7,7 @@ from typing import Any
 from mbridge_launch.base.escape import one_line
 from mbridge_launch.base.i18n import t
 from mbridge_launch.plan.settings import override_text
+from mbridge_launch.planner.layout_words import vp_word
 from mbridge_launch.recommend.estimate_missing import estimate_missing
 
 
@@ -59,7 +60,7 @@ RELIABLE_BAND = 0.5
 
 def vp_text(vp: Any) -> str:
     """VP one way everywhere: "VP off" for no interleaving (None or 1), else "VP=n"."""
-    return f"VP={vp}" if vp and int(vp) > 1 else t("card.vp_off")
+    return vp_word(vp)
 
 
 def layout_text(layout: Any) -> str:
