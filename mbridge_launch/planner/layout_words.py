@@ -7,12 +7,24 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from mbridge_launch.base.i18n import t
+from mbridge_launch.base.i18n import Msg, msg, t
+
+
+def _size(vp: Any) -> int:
+    try:
+        return int(vp) if vp is not None else 1
+    except (TypeError, ValueError):
+        return 1
 
 
 def vp_word(vp: Any, lang: Optional[str] = None) -> str:
-    try:
-        size = int(vp) if vp is not None else 1
-    except (TypeError, ValueError):
-        size = 1
-    return f"VP={size}" if size > 1 else t("card.vp_off", lang=lang)
+    """The text, now, in `lang` (default: the current language)."""
+    return f"VP={_size(vp)}" if _size(vp) > 1 else t("card.vp_off", lang=lang)
+
+
+def layout_msg(layout: Any) -> Msg:
+    """One line naming a planner Layout, as a message to store (a Plan's warning): rendered in the
+    language it is shown in, so the Plan and its hash are the same in every language."""
+    vp: object = f"VP={_size(layout.vp_size)}" if _size(layout.vp_size) > 1 else msg("card.vp_off")
+    return msg("layout.one_line", tp=layout.tp, pp=layout.pp, vp=vp, cp=layout.cp, ep=layout.ep,
+               etp=layout.etp_size, mbs=layout.mbs, fsdp=" FSDP" if layout.fsdp else "")

@@ -11,7 +11,7 @@ from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
 from mbridge_launch.plan import settings, shipped
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.plan.scale_sanity import weak_scaled_layout
-from mbridge_launch.planner.layout_words import vp_word
+from mbridge_launch.planner.layout_words import layout_msg
 from mbridge_launch.recommend import select
 from mbridge_launch.recommend.changes import Change
 from mbridge_launch.recommend.dataset_choice import choose_dataset, selector_is_vlm, vlm_selectors
@@ -371,9 +371,7 @@ def _user_sets_layout(request: Request) -> bool:
 
 def _not_planner_first(choice: LayoutChoice, layout: Any) -> tuple[str, Msg]:
     """The warning of a layout that is not the planner's first: why, and both predicted speeds."""
-    def label(L: Any) -> str:  # Megatron's names only: the same in every language
-        return f"TP={L.tp} PP={L.pp} {vp_word(L.vp_size)} CP={L.cp} EP={L.ep} ETP={L.etp_size} MBS={L.mbs}" + (
-            " FSDP" if L.fsdp else "")
+    label = layout_msg  # a message: the Plan stores it, rendered in the language it is shown in
 
     first = choice.planner_first
     return ("LAYOUT_NOT_PLANNER_FIRST", msg("recommend.layout_not_planner_first", reason=choice.reason_msg(),

@@ -98,10 +98,16 @@ def test_model_spellings_resolve_to_the_same_recipe(model):
 
 
 def test_launch_command_shape_follows_the_node_count():
+    """`command` is the script's training line (issue 33: what a submit runs, as the card shows it);
+    `manual_command` the same run typed by hand, torchrun on one node and srun across nodes."""
     one = recommend_json("--model", "llama3_8b", "--gpus", "8")
-    assert one["command"].startswith("uv run python -m torch.distributed.run --nproc_per_node=8 scripts/training/run_recipe.py ")
+    assert one["manual_command"].startswith("uv run python -m torch.distributed.run --nproc_per_node=8 "
+                                            "scripts/training/run_recipe.py ")
+    assert one["command"].startswith("srun ") and "--ntasks-per-node=8" in one["command"]
     two = recommend_json("--model", "llama3_8b", "--gpus", "16")
-    assert two["command"].startswith("srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 python scripts/training/run_recipe.py ")
+    assert two["manual_command"].startswith("srun --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 python "
+                                            "scripts/training/run_recipe.py ")
+    assert "--nodes=2" in two["command"] and "scripts/training/run_recipe.py" in two["command"]
 
 
 def test_benchmark_only_when_asked_and_weak_scaled():

@@ -112,13 +112,14 @@ def run(args: argparse.Namespace) -> int:
     # the user's keys against the release's real configuration (the recipe's own model provider)
     check_override_keys([o.key for o in request.overrides], plan.catalog.version, plan.recipe.name,
                         plan.recipe.kind)
-    command = human_command(plan)
-    if args.format == "json":
-        print_json(as_json(rec, plan, command))
-    else:
-        from mbridge_launch.executors.batch_script import training_step
+    from mbridge_launch.executors.batch_script import training_step
 
-        print(as_card(rec, plan, training_step(plan), verbose=args.verbose))  # the script's own command
+    # the script's own training line, in the card and the JSON alike: what a submit runs
+    command = training_step(plan)
+    if args.format == "json":
+        print_json(as_json(rec, plan, command, manual_command=human_command(plan)))
+    else:
+        print(as_card(rec, plan, command, verbose=args.verbose))
     if args.output:
         path = save_plan(plan, args.output)
         import sys

@@ -24,7 +24,9 @@ def _estimate_missing_json(rec: Any) -> dict[str, str] | None:
     return None if missing is None else {"code": missing[0], "message": str(missing[1])}
 
 
-def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
+def as_json(rec: Any, plan: Any, command: str, manual_command: str | None = None) -> dict[str, Any]:
+    """`command`: the submitted script's training line; `manual_command`: the same training run typed
+    by hand inside an allocation (torchrun on one node, srun across nodes)."""
     layout = rec.layout
     est = rec.estimate
     return {
@@ -35,6 +37,7 @@ def as_json(rec: Any, plan: Any, command: str) -> dict[str, Any]:
         "model": rec.model,
         "dataset": rec.dataset,
         "command": command,
+        "manual_command": manual_command,
         "parallelism": {
             "tp": layout.tp, "pp": layout.pp, "vp": layout.vp, "cp": layout.cp, "ep": layout.ep,
             "etp": layout.etp, "sp": layout.sp, "dp": layout.dp, "mbs": layout.mbs, "gbs": layout.gbs,
