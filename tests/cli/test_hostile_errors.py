@@ -69,10 +69,15 @@ def test_estimate_mtp_layers_10e20_refused():
 
 def test_non_ascii_digits_in_every_size_flag():
     arabic_three = "\u0663"  # int() reads it as 3
-    for flag in ("--gpus", "--tp", "--seq-length", "--mbs"):
-        args = {"--gpus": "8", flag: arabic_three}
+    # --seq-length has its own parser (issue 33: 4k, 32K, 128k), which names its accepted forms
+    cases = [("--gpus", arabic_three, "invalid int value"), ("--tp", arabic_three, "invalid int value"),
+             ("--mbs", arabic_three, "invalid int value"),
+             ("--seq-length", arabic_three, "invalid sequence length"),
+             ("--seq-length", arabic_three + "k", "invalid sequence length")]
+    for flag, value, expected in cases:
+        args = {"--gpus": "8", flag: value}
         proc = run_cli("estimate", "--model", "llama3_8b", *[x for pair in args.items() for x in pair])
-        one_error_line(proc, 2, f"argument {flag}", "invalid int value")
+        one_error_line(proc, 2, f"argument {flag}", expected)
 
 
 def test_whole_number_of_file_values_is_bounded():
