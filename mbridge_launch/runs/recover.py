@@ -63,6 +63,10 @@ class Recovery:
 
 def recover(path: Path, query: Optional[SlurmJobs], *, now: Optional[float] = None) -> Recovery:
     """Rebuild the ledger at `path` (see the module docstring); `query` None: Slurm is not asked."""
+    # a --ledger that is a link (a shared ledger, say) names the file it points to, as SQLite
+    # opens it: that file is rebuilt in its folder and the link kept (replacing the link itself
+    # left the real ledger damaged and the link turned into a private copy)
+    path = Path(os.path.realpath(path))
     now = time.time() if now is None else now
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     report = Recovery(path=path, backup=path.with_name(f"{path.name}.damaged-{stamp}"))

@@ -97,6 +97,8 @@ def bases(world: H.World, box: H.Sandbox) -> dict[CommandPath, list[Slot]]:
         ("runs", "adopt"): [Slot("run", [run]), Slot("job", ["999999"]), Slot("--reason", ["property test"])],
         ("runs", "mark-lost"): [Slot("run", [run]), Slot("--reason", ["property test"])],
         ("runs", "forget"): [Slot("run", [run]), Slot("--reason", ["property test"])],
+        # confirmed (--yes): the rebuild itself runs on the sandbox's ledger; the stub Slurm refuses
+        ("runs", "recover"): [Slot("--reason", ["property test"]), Slot("--yes", [])],
         ("status",): [Slot("run", [run])],
         ("logs",): [Slot("run", [run])],
         ("cancel",): [Slot("run", [run])],

@@ -285,6 +285,27 @@ def test_recover_clears_junk_values_and_drops_rows_without_a_name(tmp_path):
     assert orphans == 3 and report.lost == 1
 
 
+def test_recover_through_a_link_rebuilds_the_file_it_points_to(tmp_path):
+    """A ledger given by a link (a shared one): the file it points to is rebuilt beside itself and
+    the link stays a link (the rebuild replaced the link with a new file, the real ledger untouched)."""
+    shared = tmp_path / "shared" / "ledger.sqlite3"
+    shared.parent.mkdir()
+    make_ledger(shared)
+    conn = sqlite3.connect(shared)
+    conn.execute("UPDATE runs SET job_ids='[not json' WHERE id=2")
+    conn.commit()
+    conn.close()
+    link = tmp_path / "mine.sqlite3"
+    link.symlink_to(shared)
+    before = fingerprint(shared)
+    report = recover(link, None)
+    assert link.is_symlink() and os.readlink(link) == str(shared)
+    assert report.backup.parent == shared.parent and fingerprint(report.backup) == before
+    assert report.cleared == 1 and not list(tmp_path.glob("mine.sqlite3.*"))
+    with L.Ledger.open(shared, create=False) as ledger:
+        assert [r.job_ids for r in ledger.list_runs(limit=None) if r.id == 2] == [[]]
+
+
 def test_recover_of_a_file_that_is_no_database_keeps_it_and_starts_afresh(tmp_path):
     path = tmp_path / "ledger.sqlite3"
     path.write_bytes(b"\x00garbage, not SQLite\n" * 300)
