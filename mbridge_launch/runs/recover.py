@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-from mbridge_launch.runs import integrity
+from mbridge_launch.base.errors import UserError
+from mbridge_launch.runs import integrity, ledger_faults, schema
 from mbridge_launch.runs import ledger as L
 from mbridge_launch.runs.records import COLUMNS, salvage_row
 from mbridge_launch.slurm.commands import SlurmUnavailable
@@ -67,6 +68,7 @@ def recover(path: Path, query: Optional[SlurmJobs], *, now: Optional[float] = No
     # opens it: that file is rebuilt in its folder and the link kept (replacing the link itself
     # left the real ledger damaged and the link turned into a private copy)
     path = Path(os.path.realpath(path))
+    _refuse_if_not_a_ledger(path)
     now = time.time() if now is None else now
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     report = Recovery(path=path, backup=path.with_name(f"{path.name}.damaged-{stamp}"))
@@ -87,6 +89,38 @@ def recover(path: Path, query: Optional[SlurmJobs], *, now: Optional[float] = No
     finally:
         _remove_with_side_files(work)
     return report
+
+
+def _refuse_if_not_a_ledger(path: Path) -> None:
+    """A file that is plainly something else is never moved aside and replaced: an SQLite database
+    of another program (another application_id, or tables but none of the ledger's), a ledger of a
+    newer mbridge-launch, or a text file (an SQLite file, damaged or not, holds NUL bytes; a Plan or
+    a log given as --ledger by mistake does not). Only a file that may be a damaged ledger is rebuilt."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(65536)
+    except OSError:
+        return  # the rebuild says what is wrong with the path
+    if head and b"\0" not in head:
+        raise ledger_faults.foreign(path, "a text file")
+    try:
+        conn = integrity.connect_read_only(path, busy_ms=2_000)
+    except sqlite3.DatabaseError:
+        return  # not even readable as SQLite: a damaged ledger, maybe
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")} - {"sqlite_sequence"}
+    except sqlite3.DatabaseError:
+        return
+    finally:
+        conn.close()
+    if app_id not in (0, integrity.APPLICATION_ID):
+        raise ledger_faults.foreign(path, f"application_id {app_id}")
+    if tables and not tables & set(integrity.LEDGER_TABLES):
+        raise ledger_faults.foreign(path, f"tables {', '.join(sorted(tables)[:5])}")
+    if version > schema.SCHEMA_VERSION:
+        raise UserError("ledger.schema_too_new", path=str(path), found=version, supported=schema.SCHEMA_VERSION)
 
 
 # ------------------------------------------------------------------ reading what can be read

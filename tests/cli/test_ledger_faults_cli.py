@@ -248,3 +248,26 @@ def test_runs_recover_in_chinese_and_without_a_ledger(tmp_path):
     one_line(cli("runs", "recover", "--reason", "x", "--yes", ledger=tmp_path / "missing.sqlite3"), 2,
              "missing.sqlite3", "nothing to recover")
     assert not os.path.exists(tmp_path / "missing.sqlite3")
+
+
+def test_recover_never_replaces_a_file_that_is_not_a_ledger(tmp_path, mbl):
+    """`runs recover` rebuilds a damaged ledger; an SQLite database of another program, or a text
+    file given as --ledger by mistake, is refused in one line and left exactly as it was (issue 32:
+    a foreign file is not touched at all)."""
+    import sqlite3
+
+    foreign = tmp_path / "other-app.db"
+    conn = sqlite3.connect(str(foreign))
+    conn.execute("CREATE TABLE t(x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.commit()
+    conn.close()
+    text = tmp_path / "plan.yaml"
+    text.write_text("name: not-a-ledger\n")
+    for path in (foreign, text):
+        before = (path.read_bytes(), path.stat().st_mtime_ns)
+        result = mbl.run("runs", "recover", "--ledger", str(path), "--reason", "test", "--yes", "--no-slurm")
+        assert result.rc == 2 and "Traceback" not in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "not a run ledger" in result.stderr
+        assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["other-app.db", "plan.yaml"]  # no backup, no new file
