@@ -88,3 +88,12 @@ def _watcher_event(ledger_path: str | Path, job_id: str) -> bool:
     finally:
         conn.close()
     return False
+
+
+def jobs_with_token(cluster, token: str) -> list[str]:
+    """Every job Slurm has (live or finished) whose comment is `token`."""
+    live = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i\x1f%k"], check=False).stdout
+    done = cluster.run(["sacct", "-X", "-n", "-P", "--delimiter=\x1f", "-o", "JobIDRaw,Comment",
+                        "-S", "now-3600"], check=False).stdout
+    return sorted({line.split("\x1f")[0] for line in (live + done).splitlines()
+                   if line.count("\x1f") == 1 and line.split("\x1f")[1].strip() == token})

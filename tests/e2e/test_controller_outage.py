@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from gate_fixtures import unique, write_plan
-from run_safety_checks import ledger_rows
+from run_safety_checks import jobs_with_token, ledger_rows
 
 pytestmark = pytest.mark.slurm
 EXECUTORS = ("sbatch", "nemo-run", "submitit")
@@ -58,14 +58,6 @@ def stopping_sbatch(directory: Path, pid: int) -> tuple[dict[str, str], Path]:
         f'exec {real} "$@"\n')
     (bin_dir / "sbatch").chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, marker
-
-
-def jobs_with_token(cluster, token: str) -> list[str]:
-    live = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i\x1f%k"], check=False).stdout
-    done = cluster.run(["sacct", "-X", "-n", "-P", "--delimiter=\x1f", "-o", "JobIDRaw,Comment",
-                        "-S", "now-3600"], check=False).stdout
-    return sorted({line.split("\x1f")[0] for line in (live + done).splitlines()
-                   if line.count("\x1f") == 1 and line.split("\x1f")[1].strip() == token})
 
 
 def submit_args(plan: Path, db: Path, shared: Path, executor: str) -> list[str]:

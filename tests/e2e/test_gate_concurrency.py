@@ -23,7 +23,7 @@ import pytest
 
 from cli_helpers import ROOT, cli_env
 from gate_fixtures import unique, write_plan
-from run_safety_checks import ledger_rows, slurm_jobs_named
+from run_safety_checks import jobs_with_token, ledger_rows, slurm_jobs_named
 from warm_cli import WarmCli
 
 pytestmark = pytest.mark.slurm
@@ -41,15 +41,6 @@ def ledger_db(slurm_env, tmp_path, monkeypatch) -> Path:
 
     Ledger.open(db).close()  # created once: the race under test is the submissions', not the first open's
     return db
-
-
-def jobs_with_token(cluster, token: str) -> list[str]:
-    """Every job Slurm has (live or finished) whose comment is `token`."""
-    live = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i\x1f%k"], check=False).stdout
-    done = cluster.run(["sacct", "-X", "-n", "-P", "--delimiter=\x1f", "-o", "JobIDRaw,Comment",
-                        "-S", "now-3600"], check=False).stdout
-    return sorted({line.split("\x1f")[0] for line in (live + done).splitlines()
-                   if line.count("\x1f") == 1 and line.split("\x1f")[1].strip() == token})
 
 
 def round_plans(base_plan: dict, shared: Path, prefix: str, mode: str, count: int) -> list[tuple[str, Path]]:
