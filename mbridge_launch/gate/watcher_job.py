@@ -184,7 +184,7 @@ def submit_watcher_job(ledger: Any, run: Any, *, after: Optional[str] = None, ki
     submitted, and `mbridge-launch watch RUN` does the same from a login node."""
     from mbridge_launch.base.errors import UserError
     from mbridge_launch.base.signals import deferred_signals
-    from mbridge_launch.slurm.commands import parse_job_id, run_slurm, slurm_reason
+    from mbridge_launch.slurm.commands import parse_job_id, run_slurm, submission_error
 
     out = out or sys.stderr
     after = after or (run.job_ids[0] if run.job_ids else None)
@@ -199,8 +199,8 @@ def submit_watcher_job(ledger: Any, run: Any, *, after: Optional[str] = None, ki
             argv = watcher_sbatch_argv(plan, run, ledger.path, after=after, kind=kind)
             _make_log_dir(plan, work_dir)
             proc = run_slurm(argv, cwd=work_dir if work_dir.is_dir() else None)
-            if proc.returncode != 0:
-                raise UserError("executors.submit_refused", reason=slurm_reason((proc.stdout or "") + (proc.stderr or "")))
+            if proc.returncode != 0:  # worded as Slurm answered: refused, unreachable, or no answer
+                raise submission_error(proc.output, proc.returncode)
             job_id = parse_job_id(proc.stdout)
         except UserError as exc:
             ledger.add_event(run.id, "watcher_job_failed", {"after": after, "reason": exc.render("en")})
