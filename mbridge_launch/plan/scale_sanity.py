@@ -73,11 +73,19 @@ def time_findings(*, step_s: float | None, limit_s: int | None, train_iters: int
         return [TimeFinding(STEP_OVER_LIMIT, "error", "pitfall.step_over_time_limit_time_only", params)]
     if train_iters and train_iters * step_s > usable:
         total = train_iters * step_s + START_UP_S
-        return [TimeFinding(RUN_OVER_LIMIT, "warning", "pitfall.run_over_time_limit", {
-            "iters": train_iters, "step": _duration(step_s), "total": _duration(total),
-            "limit": format_seconds(limit_s), "fit": int(usable // step_s),
-            "needed": format_seconds(_round_up_minutes(total))})]
+        fit = int(usable // step_s)
+        params = {"iters": train_iters, "step": _duration(step_s), "total": _duration(total),
+                  "limit": format_seconds(limit_s), "fit": fit, "jobs": math.ceil(train_iters / max(fit, 1)),
+                  "needed": format_seconds(_round_up_minutes(total))}
+        # a run of days goes on in jobs that resume from the checkpoints; a --time of months is no advice
+        key = "pitfall.run_over_time_limit" if total <= LONGEST_SINGLE_JOB_S else "pitfall.run_over_time_limit_jobs"
+        return [TimeFinding(RUN_OVER_LIMIT, "warning", key, params)]
     return []
+
+
+# Past this a run is not one job: the warning counts the jobs of the time limit it needs instead of
+# suggesting a --time no site grants (Slurm partitions rarely allow more than a few days).
+LONGEST_SINGLE_JOB_S = 2 * 86400
 
 
 def _round_up_minutes(seconds: float) -> int:
@@ -92,4 +100,4 @@ def _duration(seconds: float) -> str:
         return f"{seconds / 60:.3g} min"
     if seconds < 86400 * 2:
         return f"{seconds / 3600:.3g} h"
-    return f"{seconds / 86400:.3g} d"
+    return f"{seconds / 86400:,.3g} d" if seconds < 86400 * 100 else f"{seconds / 86400:,.0f} d"

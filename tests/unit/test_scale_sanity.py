@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from mbridge_launch.base.i18n import t
 from mbridge_launch.plan.scale_sanity import (
     RUN_OVER_LIMIT,
     STEP_OVER_LIMIT,
@@ -52,6 +53,16 @@ def test_a_run_longer_than_the_limit_is_a_warning_with_the_iterations_that_fit()
     assert (finding.code, finding.severity) == (RUN_OVER_LIMIT, "warning")
     assert finding.params["fit"] == (4 * HOUR - 600) // 2
     assert finding.params["needed"] == "2-07:44:00"  # 200,000 s + 600 s start-up, rounded up to the minute
+
+
+def test_a_run_of_many_jobs_counts_the_jobs_instead_of_a_time_no_site_grants():
+    # a pretraining recipe's train_iters at 104 s a step: about 1,400 days, 133 iterations a job
+    [finding] = time_findings(step_s=103.7, limit_s=4 * HOUR, train_iters=1_168_251, gbs=128, batch_quantum=4)
+    assert finding.message_key == "pitfall.run_over_time_limit_jobs" and finding.severity == "warning"
+    assert finding.params["fit"] == 133 and finding.params["jobs"] == 8784
+    assert finding.params["total"] == "1,402 d"  # not 1.4e+03 d
+    text = t(finding.message_key, lang="en", **finding.params)
+    assert "8784 jobs of 04:00:00" in text and "--time" not in text
 
 
 def test_a_run_within_the_limit_says_nothing():
