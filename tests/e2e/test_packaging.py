@@ -208,7 +208,7 @@ def test_core_install_in_a_fresh_venv(source_copy, tmp_path):
     assert json.loads(checked.stdout)["checks"], checked.stdout[:2000]
 
     for lang, text in (("en", "the nemo-run executor needs the nemo-run package: pip install 'mbridge-launch[nemo-run]'"),
-                       ("zh", "nemo-run 执行器需要 nemo-run 包：请运行 pip install 'mbridge-launch[nemo-run]'")):
+                       ("zh", "nemo-run 执行器需要 nemo-run 包：请运行 `pip install 'mbridge-launch[nemo-run]'`")):
         proc = mbl("submit", "p.yaml", "--executor", "nemo-run", "--dry-run", "--lang", lang)
         lines = proc.stderr.splitlines()
         assert proc.returncode == 2 and proc.stdout == "" and len(lines) == 1, (

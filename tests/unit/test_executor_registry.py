@@ -93,7 +93,7 @@ def test_missing_library_names_the_extra(executor, monkeypatch):
     assert error.key == "executors.missing_extra" and error.exit_code == EXIT_BAD_INPUT == 2
     assert error.render("en") == (
         f"the {executor} executor needs the {extra} package: pip install 'mbridge-launch[{extra}]'")
-    assert error.render("zh") == f"{executor} 执行器需要 {extra} 包：请运行 pip install 'mbridge-launch[{extra}]'"
+    assert error.render("zh") == f"{executor} 执行器需要 {extra} 包：请运行 `pip install 'mbridge-launch[{extra}]'`"
 
 
 @pytest.mark.parametrize("executor", ["nemo-run", "submitit"])
