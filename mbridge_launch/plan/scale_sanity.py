@@ -74,12 +74,12 @@ def time_findings(*, step_s: float | None, limit_s: int | None, train_iters: int
     if train_iters and train_iters * step_s > usable:
         total = train_iters * step_s + START_UP_S
         fit = int(usable // step_s)
-        params = {"iters": train_iters, "step": _duration(step_s), "total": _duration(total),
+        over: dict[str, Any] = {"iters": train_iters, "step": _duration(step_s), "total": _duration(total),
                   "limit": format_seconds(limit_s), "fit": fit, "jobs": math.ceil(train_iters / max(fit, 1)),
                   "needed": format_seconds(_round_up_minutes(total))}
         # a run of days goes on in jobs that resume from the checkpoints; a --time of months is no advice
         key = "pitfall.run_over_time_limit" if total <= LONGEST_SINGLE_JOB_S else "pitfall.run_over_time_limit_jobs"
-        return [TimeFinding(RUN_OVER_LIMIT, "warning", key, params)]
+        return [TimeFinding(RUN_OVER_LIMIT, "warning", key, over)]
     return []
 
 
