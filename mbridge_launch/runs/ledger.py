@@ -133,6 +133,20 @@ def _create_following_umask(path: Path) -> None:
         pass  # sqlite3.connect reports what is wrong with the place, as it always did
 
 
+@contextmanager
+def _closed_on_refusal(conn: sqlite3.Connection, path: Path, busy_ms: int) -> Iterator[None]:
+    """Around the checks of a freshly opened connection: a refusal closes it, and SQLite's own error
+    becomes the one line that names the file (_open_error)."""
+    try:
+        yield
+    except UserError:
+        conn.close()
+        raise
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise _open_error(exc, path, busy_ms) from None
+
+
 @dataclass
 class Ledger:
     path: Path
@@ -173,7 +187,7 @@ class Ledger:
             raise UserError("ledger.cannot_open", path=str(path), reason=str(exc)) from None
         conn.row_factory = sqlite3.Row
         conn.text_factory = ledger_faults.decode_text
-        try:
+        with _closed_on_refusal(conn, path, busy_ms):
             conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             # re-checked on this connection: the file may have been created or replaced meanwhile
             if integrity.check(conn, path) == 0:
@@ -183,12 +197,6 @@ class Ledger:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
             migrate(conn)
-        except UserError:
-            conn.close()
-            raise
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise _open_error(exc, path, busy_ms) from None
         return cls(path=path, conn=conn, journal_mode=str(mode).lower())
 
     @staticmethod
@@ -198,14 +206,8 @@ class Ledger:
             conn = integrity.connect_read_only(path, busy_ms)
         except sqlite3.DatabaseError as exc:
             raise _open_error(exc, path, busy_ms) from None
-        try:
+        with _closed_on_refusal(conn, path, busy_ms):
             integrity.check(conn, path)
-        except UserError:
-            conn.close()
-            raise
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise _open_error(exc, path, busy_ms) from None
         return conn
 
     @classmethod
