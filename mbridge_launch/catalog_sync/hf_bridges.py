@@ -1,4 +1,6 @@
-"""What a model's bridge fixes when `AutoBridge.from_hf_pretrained(ID).to_megatron_provider()` runs.
+"""What a model's bridge fixes when `AutoBridge.from_hf_pretrained(ID).to_megatron_provider()` runs
+(the provider path) or `.get_model_config()` runs (the builder path, new in 0.7: the Llama recipes
+use it).
 
 The real call picks the bridge registered for the HF config's architecture
 (`@MegatronModelBridge.register_bridge(source=Qwen3MoeForCausalLM, provider=..., ...)`), builds
@@ -13,6 +15,12 @@ config, which the wheel does not contain). A field that a bridge assigns from a 
 or inside a branch or loop is unknown; an assignment inside a helper the bridge calls is not seen
 (the conformance tier, tests/bridge/test_catalog_conformance.py, checks the result). The HF id -> architecture table is the one fact from outside
 the wheel: the `architectures` entry of each model's published config.json.
+
+The builder path (`get_model_config`) does not run `provider_bridge`: the bridge's
+`hf_config_to_model_config_kwargs` chain fills a flat dict that `hf_config_to_model_config`
+splits between the bridge's MODEL_CONFIG_CLASS and TRANSFORMER_CONFIG_CLASS; the model config then
+forwards flat assignments (`cfg.model.tensor_model_parallel_size = 2`) to the field's owner, so a
+static reader can treat it as one flat object, as it does the provider.
 """
 
 from __future__ import annotations
@@ -103,6 +111,7 @@ class BridgeTable:
         self.interp = interp
         self._registrations: dict[str, tuple[str, str, str | None]] | None = None
         self._fields: dict[str, dict[str, Any] | None] = {}
+        self._builder_fields: dict[str, dict[str, Any] | None] = {}
 
     def fields_for(self, hf_model_id: Any) -> dict[str, Any] | None:
         """The BRIDGE_FIELDS values (Unknown where the bridge decides at run time) of the provider
@@ -114,6 +123,16 @@ class BridgeTable:
             self._fields[arch] = self._compute(arch)
         found = self._fields[arch]
         return copy.deepcopy(found) if found is not None else None  # a recipe may mutate a list
+
+    def builder_fields_for(self, hf_model_id: Any) -> dict[str, Any] | None:
+        """As fields_for, for the model config that `get_model_config()` builds (the builder path)."""
+        arch = HF_ARCHITECTURES.get(hf_model_id) if isinstance(hf_model_id, str) else None
+        if arch is None:
+            return None
+        if arch not in self._builder_fields:
+            self._builder_fields[arch] = self._compute_builder(arch)
+        found = self._builder_fields[arch]
+        return copy.deepcopy(found) if found is not None else None
 
     def registrations(self) -> dict[str, tuple[str, str, str | None]]:
         """HF architecture name -> (bridge module, bridge class name, provider class name or None)."""
@@ -138,6 +157,26 @@ class BridgeTable:
             return None
         values = {name: self._class_default(provider_cls, name) for name in sorted(BRIDGE_FIELDS)}
         for node, _ in reversed(_provider_bridge_chain(bridge)):  # a parent's runs first (super())
+            values.update(provider_bridge_assignments(node))
+        return values
+
+    def _compute_builder(self, arch: str) -> dict[str, Any] | None:
+        from mbridge_launch.catalog_sync.objects import get_class_attr
+
+        found = self.registrations().get(arch)
+        if found is None:
+            return None
+        module_name, class_name, _ = found
+        module = self.interp.load_module(module_name)
+        bridge = self.interp.resolve(module.namespace.get(class_name)) if module else None
+        if not isinstance(bridge, ClassValue):
+            return None
+        # the outer GPT config holds no execution field: they all live on the transformer config
+        config_cls = self.interp.resolve(get_class_attr(self.interp, bridge, "TRANSFORMER_CONFIG_CLASS"))
+        if not isinstance(config_cls, ClassValue):
+            return None
+        values = {name: self._class_default(config_cls, name) for name in sorted(BRIDGE_FIELDS)}
+        for node, _ in reversed(_provider_bridge_chain(bridge, BUILDER_METHOD)):
             values.update(provider_bridge_assignments(node))
         return values
 
@@ -173,21 +212,26 @@ class BridgeTable:
         return default if known else Unknown(f"{cls.name}.{name}")
 
 
-def _provider_bridge_chain(bridge: ClassValue) -> list[tuple[ast.FunctionDef, Any]]:
-    """The `provider_bridge` methods that run (their node and module), most derived first: a
-    parent's only through super()."""
+PROVIDER_METHOD = "provider_bridge"
+# the builder path's per-family hook (0.7): each bridge calls super() and adds its literals
+BUILDER_METHOD = "hf_config_to_model_config_kwargs"
+
+
+def _provider_bridge_chain(bridge: ClassValue, method_name: str = PROVIDER_METHOD) -> list[tuple[ast.FunctionDef, Any]]:
+    """The `provider_bridge` (or other hook) methods that run (their node and module), most
+    derived first: a parent's only through super()."""
     chain: list[tuple[ast.FunctionDef, Any]] = []
     for klass in bridge.mro():
-        method = klass.namespace.get("provider_bridge") if isinstance(klass, ClassValue) else None
+        method = klass.namespace.get(method_name) if isinstance(klass, ClassValue) else None
         if isinstance(method, FuncValue) and isinstance(method.node, ast.FunctionDef):
             chain.append((method.node, method.module))
-            if not _calls_super(method.node):
+            if not _calls_super(method.node, method_name):
                 break
     return chain
 
 
-def _calls_super(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "provider_bridge"
+def _calls_super(node: ast.AST, method_name: str = PROVIDER_METHOD) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == method_name
                for n in ast.walk(node))
 
 
@@ -254,8 +298,8 @@ _NOT_LITERAL = object()
 
 def _assigned_fields(node: ast.AST) -> list[tuple[str, ast.expr | None]]:
     if isinstance(node, ast.Assign):
-        return [(t.attr, node.value) for t in node.targets
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.attr in BRIDGE_FIELDS]
+        # `provider.x = ...` (provider path) or `config_kwargs["x"] = ...` (builder path's kwargs dict)
+        return [(name, node.value) for name in map(_target_field, node.targets) if name in BRIDGE_FIELDS]
     if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
         t = node.target
         value = node.value if isinstance(node, ast.AnnAssign) else None
@@ -263,6 +307,15 @@ def _assigned_fields(node: ast.AST) -> list[tuple[str, ast.expr | None]]:
     if isinstance(node, ast.Call):
         return [(k.arg, k.value) for k in node.keywords if k.arg in BRIDGE_FIELDS]
     return []
+
+
+def _target_field(target: ast.expr) -> str | None:
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+        return target.attr
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and isinstance(
+        target.slice, ast.Constant) and isinstance(target.slice.value, str):
+        return target.slice.value
+    return None
 
 
 def _literal(node: ast.expr | None) -> Any:

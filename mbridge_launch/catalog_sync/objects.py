@@ -132,15 +132,18 @@ def _looks_like_config_class(ext: External) -> bool:
     return ext.qualname.startswith(("megatron.core.", "megatron.training.")) and ext.name[:1].isupper()
 
 
-def hf_provider(interp: Any, hf_model_id: Any, via_bridge: bool = True) -> Obj:
+def hf_provider(interp: Any, hf_model_id: Any, via_bridge: bool = True, builder: bool = False) -> Obj:
     """The model provider a Hugging Face config would give: execution settings at their Megatron
     Core defaults, or as the model's bridge fixes them when its architecture is known
-    (hf_bridges.py); the architecture itself unknown until the recipe sets it."""
+    (hf_bridges.py); the architecture itself unknown until the recipe sets it. `builder`: the
+    model config of `get_model_config()` (0.7's builder path), which takes flat assignments the
+    same way, with the fields its own bridge hook fixes."""
     provider_cls = External("megatron.core.transformer.transformer_config.TransformerConfig")
     obj = Obj(provider_cls, interp.level)
     obj.hf_model_id = hf_model_id
     obj.hf_derived = True
-    fixed = interp.bridges.fields_for(hf_model_id) if via_bridge else None
+    table = interp.bridges
+    fixed = (table.builder_fields_for(hf_model_id) if builder else table.fields_for(hf_model_id)) if via_bridge else None
     obj.attrs.update(fixed or {})
     return obj
 
@@ -278,6 +281,8 @@ def get_class_attr(interp: Any, cls: ClassValue, name: str) -> Any:
 def hf_bridge_attr(interp: Any, bridge: HFBridge, name: str) -> Any:
     if name in ("to_megatron_provider", "to_provider"):
         return Builtin(name, lambda i, args, kwargs: hf_provider(i, bridge.hf_model_id))
+    if name == "get_model_config":
+        return Builtin(name, lambda i, args, kwargs: hf_provider(i, bridge.hf_model_id, builder=True))
     return Unknown(f"AutoBridge.{name}")
 
 
