@@ -55,6 +55,25 @@ FEATURE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("account_for_embedding_in_pipeline_split", "model", "account_for_embedding_in_pipeline_split"),
     ("account_for_loss_in_pipeline_split", "model", "account_for_loss_in_pipeline_split"),
     ("deterministic_mode", "model", "deterministic_mode"),
+    # settings the memory model charges (planner.recipe_settings reads them): CPU activation
+    # offloading, the optimizer's state dtypes and CPU offload, the gradient-reduction dtype
+    # (mixed_precision's value wins where the recipe sets a precision object: _features),
+    # the cross-entropy fusion and multi-token prediction
+    ("cpu_offloading", "model", "cpu_offloading"),
+    ("cpu_offloading_num_layers", "model", "cpu_offloading_num_layers"),
+    ("cpu_offloading_activations", "model", "cpu_offloading_activations"),
+    ("cpu_offloading_weights", "model", "cpu_offloading_weights"),
+    ("use_precision_aware_optimizer", "optimizer", "use_precision_aware_optimizer"),
+    ("main_params_dtype", "optimizer", "main_params_dtype"),
+    ("main_grads_dtype", "optimizer", "main_grads_dtype"),
+    ("exp_avg_dtype", "optimizer", "exp_avg_dtype"),
+    ("exp_avg_sq_dtype", "optimizer", "exp_avg_sq_dtype"),
+    ("optimizer_cpu_offload", "optimizer", "optimizer_cpu_offload"),
+    ("optimizer_offload_fraction", "optimizer", "optimizer_offload_fraction"),
+    ("grad_reduce_in_fp32", "ddp", "grad_reduce_in_fp32"),
+    ("cross_entropy_loss_fusion", "model", "cross_entropy_loss_fusion"),
+    ("cross_entropy_fusion_impl", "model", "cross_entropy_fusion_impl"),
+    ("mtp_num_layers", "model", "mtp_num_layers"),
 )
 COMM_OVERLAP_FIELDS = ("tp_comm_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute")
 PRECISION_FIELDS = ("fp8", "fp8_recipe", "fp8_param_gather", "fp4", "fp4_recipe")
@@ -262,6 +281,12 @@ class Extractor:
             features.update(values)
         for name, section, attr in FEATURE_FIELDS:
             features[name] = to_data(self.get(cfg, section, attr))
+        if isinstance(precision, Obj):
+            # MixedPrecisionConfig.setup copies its grad_reduce_in_fp32 onto the DDP config
+            # (Bridge training/mixed_precision.py update_config_with_precision_overrides)
+            reduce_fp32 = to_data(self.get(precision, "grad_reduce_in_fp32"))
+            if reduce_fp32 is not None:
+                features["grad_reduce_in_fp32"] = reduce_fp32
         overlap = self.get(cfg, "comm_overlap")
         for name in COMM_OVERLAP_FIELDS:
             features[name] = to_data(self.get(overlap, name)) if isinstance(overlap, Obj) else None
