@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from contextlib import contextmanager
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, NoReturn
 
 from mbridge_launch import __version__
 from mbridge_launch.base.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, UserError
@@ -54,26 +54,52 @@ class _Parser(argparse.ArgumentParser):
         print(t("error.prefix", message=line), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
-    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
-        # Python before 3.13 drops the value of `--opt=--` as if it were the `--` separator and
-        # hands the command an empty list where a string belongs (an internal error later);
-        # it is the text "--", as Python 3.13 reads it, for the command's own check to refuse
-        if action.nargs is None and arg_strings == ["--"]:
-            value = self._get_value(action, "--")
-            self._check_value(action, value)
-            return value
-        return super()._get_values(action, arg_strings)
+    if sys.version_info < (3, 13):
+        def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+            # Python before 3.13 drops the value of `--opt=--` as if it were the `--` separator and
+            # hands the command an empty list where a string belongs (an internal error later);
+            # it is the text "--", as Python 3.13 reads it itself, for the command's own check to
+            # refuse. Defined only where needed: 3.13's argparse is not touched.
+            if action.nargs is None and arg_strings == ["--"]:
+                value = self._get_value(action, "--")
+                self._check_value(action, value)
+                return value
+            return super()._get_values(action, arg_strings)
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:  # type: ignore[override]
-        """argparse's, without its silence when the stream refuses (--help into a closed pipe or
-        onto a full device exited 0 with nothing shown): one line on stderr and exit 1."""
-        if not message:
-            return
-        stream = file or sys.stderr
-        try:
-            stream.write(message)
-        except OSError as exc:
-            raise SystemExit(_stdout_lost(exc) if stream is sys.stdout else EXIT_CHECK_FAILED) from None
+    # --help, usage and exit messages through public methods (not argparse's private
+    # _print_message): without this, a stream that refuses (--help into a closed pipe or onto a
+    # full device) exited 0 with nothing shown; here it is one line on stderr and exit 1.
+    def print_usage(self, file: IO[str] | None = None) -> None:
+        _write(self.format_usage(), file or sys.stdout)
+
+    def print_help(self, file: IO[str] | None = None) -> None:
+        _write(self.format_help(), file or sys.stdout)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:  # type: ignore[override]
+        if message:
+            _write(message, sys.stderr)
+        sys.exit(status)
+
+
+class _VersionAction(argparse.Action):
+    """--version, written through _write (argparse's own version action uses _print_message)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        _write(f"mbridge-launch {__version__}\n", sys.stdout)
+        parser.exit()
+
+
+def _write(message: str, stream: IO[str]) -> None:
+    if not message:
+        return
+    try:
+        stream.write(message)
+    except OSError as exc:
+        raise SystemExit(_stdout_lost(exc) if stream is sys.stdout else EXIT_CHECK_FAILED) from None
 
 
 def add_common(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")) -> None:
@@ -84,7 +110,7 @@ def add_common(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("tex
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mbridge-launch", description=t("help.main"))
-    parser.add_argument("--version", action="version", version=f"mbridge-launch {__version__}", help=t("help.main.version"))
+    parser.add_argument("--version", action=_VersionAction, help=t("help.main.version"))
     # also accepted before the command (`mbridge-launch --lang zh plan ...`)
     parser.add_argument("--lang", dest="global_lang", choices=("en", "zh"), help=t("help.common.lang"))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -133,6 +159,12 @@ def _argparse_in_language() -> Iterator[None]:
         key = _ARGPARSE_WORDS.get(singular)
         return t(key, count=n) if key else (singular if n == 1 else plural)
 
+    # argparse 3.10-3.13 looks its words up through these two module names (checked on each by
+    # tests/e2e/test_packaging.py's smoke under pyenv's 3.10 and 3.13); a later argparse without
+    # them keeps its English words rather than fail
+    if not (hasattr(argparse, "_") and hasattr(argparse, "ngettext")):
+        yield
+        return
     saved = argparse._, argparse.ngettext  # type: ignore[attr-defined]
     argparse._, argparse.ngettext = gettext, ngettext  # type: ignore[attr-defined]
     try:

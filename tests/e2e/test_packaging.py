@@ -78,9 +78,30 @@ def source_copy(tmp_path_factory) -> Path:
     return target
 
 
-def _venv(path: Path) -> Path:
-    _check(_run([sys.executable, "-m", "venv", str(path)], "python -m venv", VENV_TIMEOUT), "python -m venv")
+def _venv(path: Path, python: str = sys.executable) -> Path:
+    _check(_run([python, "-m", "venv", str(path)], "python -m venv", VENV_TIMEOUT), "python -m venv")
     return path / "bin" / "python"
+
+
+# The supported Pythons besides the one running the suite: pyproject's requires-python is
+# >=3.10,<3.14, so the oldest and the newest are installed and smoked too (issue 35).
+OTHER_PYTHONS = ("3.10", "3.13")
+
+
+def _python(version: str) -> str | None:
+    """An interpreter of `version`: pyenv's newest X.Y.*, else a working pythonX.Y on PATH (a pyenv
+    shim there may name a version that is not selected); None: none here."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = sorted(root.glob(f"{version}.*/bin/python{version}"),
+                        key=lambda p: [int(x) if x.isdigit() else 0 for x in p.parts[-3].split(".")])
+    found = [str(p) for p in reversed(candidates)] + [w for w in [shutil.which(f"python{version}")] if w]
+    for candidate in found:
+        try:
+            if subprocess.run([candidate, "-c", "import venv"], capture_output=True, timeout=60).returncode == 0:
+                return candidate
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
 
 
 # --------------------------------------------------------------------------------- the wheel
@@ -171,10 +192,15 @@ def test_wheel_resources_in_a_fresh_venv(wheel, tmp_path):
 
 # --------------------------------------------------------------------------------- the core install
 @pytest.mark.network
-def test_core_install_in_a_fresh_venv(source_copy, tmp_path):
+@pytest.mark.parametrize("version", ["running", *OTHER_PYTHONS])
+def test_core_install_in_a_fresh_venv(source_copy, tmp_path, version):
+    interpreter = sys.executable if version == "running" else _python(version)
+    if interpreter is None:
+        pytest.skip(f"SKIP: no Python {version} here (python{version} on PATH or pyenv): the core install and "
+                    f"smoke on Python {version} did not run")
     venv = tmp_path / "core-venv"
     started = time.monotonic()
-    python = _venv(venv)
+    python = _venv(venv, interpreter)
     _check(_run([str(python), "-m", "pip", "install", "--retries", "2", "--timeout", "60", str(source_copy)],
                 "pip install <repo> (core, no extras)", INSTALL_TIMEOUT), "pip install <repo> (core, no extras)")
     seconds = time.monotonic() - started
@@ -192,6 +218,7 @@ def test_core_install_in_a_fresh_venv(source_copy, tmp_path):
 
     def mbl(*args: str, what: str | None = None) -> subprocess.CompletedProcess:
         return _run([cli, *args], what or f"mbridge-launch {' '.join(args)}", COMMAND_TIMEOUT, cwd=work, env=env)
+    mbl.argv, mbl.env = [cli], env  # type: ignore[attr-defined]
 
     for args in (("recommend", "--smoke-test", "-o", "p.yaml"),
                  ("plan", "--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100")):
@@ -206,6 +233,7 @@ def test_core_install_in_a_fresh_venv(source_copy, tmp_path):
     checked = mbl("preflight", "p.yaml", "--no-cluster", "--format", "json")  # the smoke plan passes on a fresh machine
     assert checked.returncode == 0 and "internal error" not in checked.stderr, (checked.returncode, checked.stderr[-2000:])
     assert json.loads(checked.stdout)["checks"], checked.stdout[:2000]
+    _check_argparse_behaviour(mbl, work)
 
     for lang, text in (("en", "the nemo-run executor needs the nemo-run package: pip install 'mbridge-launch[nemo-run]'"),
                        ("zh", "nemo-run 执行器需要 nemo-run 包：请运行 `pip install 'mbridge-launch[nemo-run]'`")):
@@ -215,3 +243,21 @@ def test_core_install_in_a_fresh_venv(source_copy, tmp_path):
             f"`submit --executor nemo-run --dry-run` without the extra (--lang {lang}) should be exit 2 and one line; "
             f"got exit {proc.returncode}, stdout {proc.stdout[-500:]!r}, stderr {proc.stderr[-2000:]!r}")
         assert text in lines[0] and "mbridge-launch[nemo-run]" in lines[0], lines[0]
+
+
+def _check_argparse_behaviour(mbl, work: Path) -> None:
+    """What the CLI asks of argparse, on the venv's own Python: its words in Chinese, one line for a
+    bad argument, `--opt=--` read as text (not an internal error), and --help / --version onto a
+    device that refuses them: one line and exit 1 (not a silent 0)."""
+    proc = mbl("--lang", "zh", "--help")
+    assert proc.returncode == 0 and proc.stdout.startswith("用法："), proc.stdout[:300]
+    proc = mbl("plan", "--gpus", "x", "--lang", "zh")
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("错误：") and "--gpus" in proc.stderr and "无效" in proc.stderr, proc.stderr
+    proc = mbl("plan", "--model=--", "--gpus", "8", "--gpu-type", "h100")
+    assert proc.returncode == 2 and "internal error" not in proc.stderr and "'--'" in proc.stderr, proc.stderr
+    for args in (("--help",), ("--version",), ("plan", "--help")):
+        with open("/dev/full", "w") as full:
+            refused = subprocess.run([*mbl.argv, *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                                     timeout=COMMAND_TIMEOUT, cwd=work, env=mbl.env)
+        assert refused.returncode == 1 and "stdout" in refused.stderr, (args, refused.returncode, refused.stderr)
