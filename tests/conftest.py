@@ -47,6 +47,10 @@ os.environ["MBRIDGE_LAUNCH_STRICT_MESSAGES"] = "1"
 # (~/.config/mbridge-launch/policy.yaml), so the user file is looked for in an empty directory;
 # the policy tests set HOME / XDG_CONFIG_HOME / the working directory themselves.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="mbl-test-xdg-")
+# Catalogs (base/data_dirs.py): a developer's own synced catalogs (~/.local/share/mbridge-launch/
+# catalogs, $MBRIDGE_LAUNCH_CATALOGS) must not change what the suite plans with: an empty data folder
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="mbl-test-xdg-data-")
+os.environ.pop("MBRIDGE_LAUNCH_CATALOGS", None)
 STANDIN = Path(__file__).resolve().parent / "standin_trainer.py"
 
 

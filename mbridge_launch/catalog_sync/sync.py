@@ -113,13 +113,14 @@ def render_catalog(version: str, origin: str, records: list[dict[str, Any]]) -> 
 
 
 def sync(path: str | Path, out_dir: str | Path) -> SyncResult:
-    from mbridge_launch.base.atomic import atomic_write_text
+    """Extract the catalog of `path` and write it into `out_dir` (the CLI's default: the user's
+    data folder, base/data_dirs.sync_target_dir; never the package)."""
+    from mbridge_launch.catalog_sync.writer import write_catalog_file
 
     started = time.perf_counter()
     version, origin, records = build_catalog(path)
     text = render_catalog(version, origin, records)
-    target = Path(out_dir) / catalog_file_name(version)
-    atomic_write_text(target, text)  # mode: the umask's
+    target = write_catalog_file(out_dir, catalog_file_name(version), text)
     return SyncResult(
         path=target, version=version,
         library=sum(1 for r in records if r["kind"] == "library"),

@@ -1,7 +1,10 @@
-"""The recipe catalog at run time: catalog/megatron-bridge-<version>.json.
+"""The recipe catalog at run time: megatron-bridge-<version>.json files.
 
-Several versions may sit side by side; `load_catalog()` takes the newest, `load_catalog("0.6.2")`
-a given one. The files are JSON written by `mbridge-launch catalog sync` (catalog_sync/writer.py)
+They are found in the site folder ($MBRIDGE_LAUNCH_CATALOGS), the user's data folder (where
+`catalog sync` writes) and the package's catalog/ folder, in that order, the first holding a
+version answering for it (base/data_dirs.py). Several versions may sit side by side;
+`load_catalog()` takes the newest, `load_catalog("0.6.2")` a given one, `load_catalog(file=...)`
+one file. The files are JSON written by `mbridge-launch catalog sync` (catalog_sync/writer.py)
 and read with `json.loads` (a few tens of milliseconds for ~1000 recipes).
 """
 
@@ -117,9 +120,12 @@ def _recipe_from_data(data: dict[str, Any]) -> Recipe:
 
 
 class Catalog:
-    def __init__(self, version: str, source: str, recipes: list[Recipe], meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, version: str, source: str, recipes: list[Recipe], meta: dict[str, Any] | None = None, *,
+                 origin: str = "package", path: Path | None = None) -> None:
         self.version = version
-        self.source = source  # the catalog file name
+        self.source = source  # the catalog file name (what a Plan records: never a user's path)
+        self.origin = origin  # where it was found: site | user | package | folder | file
+        self.path = path
         self.recipes = recipes
         self.meta = meta or {}
         self._by_name: dict[str, list[Recipe]] = {}
@@ -177,56 +183,142 @@ class Catalog:
 
 
 # --- files -------------------------------------------------------------------------------------------
+MAX_CATALOG_BYTES = 64 << 20  # the 0.6.2 catalog is 1.8 MB; a file far larger is not a catalog
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One available catalog version: the file that answers for it, the folder it was found in
+    (base/data_dirs.ORIGINS, or "folder" for an explicit directory), and the copies of the same
+    version further down the search order, which it shadows."""
+
+    version: str
+    path: Path
+    origin: str
+    shadowed: tuple[Path, ...] = ()
+
+
 def _version_key(version: str) -> tuple:
     parts = re.split(r"[.+-]", version)
     return tuple((0, int(p), "") if p.isdigit() else (-1, 0, p) for p in parts)
 
 
-def _catalog_dir(directory: str | Path | None) -> Path:
-    if directory is not None:
-        return Path(directory)
-    from mbridge_launch.base.resources import catalog_dir
+def _versions_in(folder: Path) -> dict[str, Path]:
+    """version -> file of the catalogs in one folder; {} when the folder does not exist (the user's
+    data folder before the first sync). A folder that exists but cannot be listed, or a file where
+    the folder should be, is one line naming it (not silently an empty folder)."""
+    import os
 
-    return catalog_dir()
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries]
+    except FileNotFoundError:
+        return {}
+    except NotADirectoryError:
+        raise UserError("catalog.folder_unreadable", path=str(folder), reason="not a folder") from None
+    except OSError as exc:
+        raise UserError("catalog.folder_unreadable", path=str(folder), reason=exc.strerror or str(exc)) from None
+    return {m["version"]: folder / name for name in names if (m := _FILE_RE.match(name))}
+
+
+def catalog_entries(directory: str | Path | None = None, problems: list[UserError] | None = None) -> list[CatalogEntry]:
+    """Every available catalog version, oldest first: from `directory` alone when given, else from
+    the site folder, the user's data folder and the package, the first folder holding a version
+    answering for it (base/data_dirs.py explains the order). A folder that cannot be read is a
+    UserError, or, when `problems` is a list (doctor, versions: they report, not stop), appended
+    to it and skipped."""
+    from mbridge_launch.base.data_dirs import CatalogFolder, catalog_folders
+
+    folders = [CatalogFolder("folder", Path(directory))] if directory is not None else catalog_folders()
+    found: dict[str, CatalogEntry] = {}
+    for folder in folders:
+        try:
+            in_folder = _versions_in(folder.path)
+        except UserError as exc:
+            if problems is None:
+                raise
+            problems.append(exc)
+            continue
+        for version, path in in_folder.items():
+            first = found.get(version)
+            if first is None:
+                found[version] = CatalogEntry(version, path, folder.origin)
+            elif path.resolve() != first.path.resolve():  # the same folder named twice shadows nothing
+                found[version] = CatalogEntry(version, first.path, first.origin, (*first.shadowed, path))
+    return [found[v] for v in sorted(found, key=_version_key)]
 
 
 def available_versions(directory: str | Path | None = None) -> list[str]:
     """Megatron Bridge versions with a catalog file, oldest first."""
-    folder = _catalog_dir(directory)
-    versions = [m["version"] for p in folder.glob("megatron-bridge-*.json") if (m := _FILE_RE.match(p.name))]
-    return sorted(versions, key=_version_key)
+    return [entry.version for entry in catalog_entries(directory)]
+
+
+def find_catalog(version: str | None = None, directory: str | Path | None = None) -> CatalogEntry:
+    """The catalog of that Megatron Bridge version (default: the newest) and where it was found."""
+    entries = catalog_entries(directory)
+    if not entries:
+        from mbridge_launch.base.data_dirs import catalog_folders
+
+        where = str(directory) if directory is not None else ", ".join(str(f.path) for f in catalog_folders())
+        raise UserError("catalog.none", path=where)
+    if version is None:
+        return entries[-1]
+    for entry in entries:
+        if entry.version == version:
+            return entry
+    raise UserError("catalog.unknown_version", version=version, choices=", ".join(e.version for e in entries))
 
 
 def catalog_file(version: str | None = None, directory: str | Path | None = None) -> Path:
     """The catalog file of that Megatron Bridge version (default: the newest)."""
-    folder = _catalog_dir(directory)
-    versions = available_versions(folder)
-    if not versions:
-        raise UserError("catalog.none", path=str(folder))
-    chosen = versions[-1] if version is None else version
-    if chosen not in versions:
-        raise UserError("catalog.unknown_version", version=version, choices=", ".join(versions))
-    return folder / f"megatron-bridge-{chosen}.json"
+    return find_catalog(version, directory).path
 
 
-def load_catalog(version: str | None = None, directory: str | Path | None = None) -> Catalog:
-    path = catalog_file(version, directory)
-    stat = path.stat()
-    return _load_file(str(path), stat.st_mtime_ns, stat.st_size)
+def load_catalog(version: str | None = None, directory: str | Path | None = None, *,
+                 file: str | Path | None = None) -> Catalog:
+    """A catalog by version (found in the folders) or, with `file`, that one file (--catalog FILE)."""
+    if file is not None:
+        return _load(Path(file), "file", None)
+    entry = find_catalog(version, directory)
+    return _load(entry.path, entry.origin, entry.version)
+
+
+def read_catalog_text(path: str | Path) -> str:
+    """The text of a catalog file, bounded: a missing, irregular, huge or non-UTF-8 file is one line."""
+    from mbridge_launch.base.files import read_bounded_text
+
+    return read_bounded_text(path, MAX_CATALOG_BYTES, "catalog")
+
+
+def _load(path: Path, origin: str, named_version: str | None) -> Catalog:
+    import os
+
+    try:
+        stat = os.stat(path)
+    except OSError:
+        stat = None  # read_catalog_text says why, in one line
+    key = (stat.st_mtime_ns, stat.st_size) if stat is not None else (0, -1)
+    catalog = _load_file(str(path), *key, origin)
+    if named_version is not None and catalog.version != named_version:
+        # a renamed or hand-copied file: a Plan would record one version and plan with another
+        raise UserError("catalog.invalid", path=str(path),
+                        reason=f"megatron_bridge_version is {catalog.version}, the file name says {named_version}")
+    return catalog
 
 
 @lru_cache(maxsize=8)
-def _load_file(path: str, mtime_ns: int, size: int) -> Catalog:  # mtime and size key the cache
+def _load_file(path: str, mtime_ns: int, size: int, origin: str) -> Catalog:  # mtime and size key the cache
+    text = read_catalog_text(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        data = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError
         raise UserError("catalog.invalid", path=path, reason=f"not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise UserError("catalog.invalid", path=path, reason="not a JSON object")
     try:
         recipes = [_recipe_from_data(r) for r in data.get("recipes") or []]
         version = str(data["megatron_bridge_version"])
-    except (KeyError, TypeError) as exc:
-        raise UserError("catalog.invalid", path=path, reason=f"missing {exc}") from None
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise UserError("catalog.invalid", path=path, reason=f"missing or malformed {exc}") from None
     meta = {k: v for k, v in data.items() if k != "recipes"}
-    return Catalog(version, Path(path).name, recipes, meta)
+    return Catalog(version, Path(path).name, recipes, meta, origin=origin, path=Path(path))

@@ -156,7 +156,8 @@ def test_hand_edited_file(tmp_path):
 def test_list_json_uses_megatron_names(capsys):
     assert main(["catalog", "list", "--format", "json", "--family", "llama", "--mode", "peft", "--kind", "library"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["catalog"] == {"source": "megatron-bridge-0.6.2.json", "version": "0.6.2"}
+    assert data["catalog"] == {"source": "megatron-bridge-0.6.2.json", "version": "0.6.2", "origin": "package",
+                               "path": str(COMMITTED)}
     names = {r["name"] for r in data["recipes"]}
     assert "llama3_8b_peft_1gpu_h100_bf16_config" in names
     assert all(r["mode"] == "peft" and r["kind"] == "library" for r in data["recipes"])

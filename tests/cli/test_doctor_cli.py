@@ -16,7 +16,7 @@ import pytest
 from cli_helpers import cli_env, run_cli
 
 SCRIPT = Path(sys.executable).parent / "mbridge-launch"
-TOP_KEYS = {"mbridge_launch", "python", "megatron_bridge_catalogs", "libraries", "slurm", "cluster", "components",
+TOP_KEYS = {"mbridge_launch", "python", "megatron_bridge_catalogs", "catalogs", "libraries", "slurm", "cluster", "components",
             "unsupported", "untested", "exit_code"}
 
 

@@ -16,7 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     sub = parser.add_subparsers(dest="catalog_command", metavar="ACTION", parser_class=type(parser))
     sync = sub.add_parser("sync", help=t("help.catalog.sync"))
-    sync.add_argument("--from", dest="source", required=True, metavar="PATH", help=t("help.catalog.sync.from"))
+    origin = sync.add_mutually_exclusive_group(required=True)
+    origin.add_argument("--from", dest="source", metavar="PATH", help=t("help.catalog.sync.from"))
+    origin.add_argument("--python", metavar="PATH", help=t("help.catalog.sync.python"))
     sync.add_argument("--out", metavar="DIR", help=t("help.catalog.sync.out"))
     add_common(sync, formats=("text", "json"))
 
@@ -26,27 +28,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("--kind", choices=("library", "benchmark", "all"), default="library",
                         help=t("help.catalog.verify.kind"))
     verify.add_argument("--present-gpu", action="store_true", help=t("help.catalog.verify.present_gpu"))
-    verify.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
+    _add_catalog_choice(verify)
     add_common(verify, formats=("text", "json"))
 
     listing = sub.add_parser("list", help=t("help.catalog.list"))
     listing.add_argument("--family", help=t("help.catalog.list.family"))
     listing.add_argument("--mode", type=recipe_task_of, choices=RECIPE_TASKS, help=t("help.catalog.list.mode"))
     listing.add_argument("--kind", choices=("library", "benchmark"), help=t("help.catalog.list.kind"))
-    listing.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
+    _add_catalog_choice(listing)
     listing.add_argument("--all", action="store_true", help=t("help.catalog.list.all"))
     add_common(listing)
 
     show = sub.add_parser("show", help=t("help.catalog.show"))
     show.add_argument("name", metavar="NAME", help=t("help.catalog.show.name"))
     show.add_argument("--kind", choices=("library", "benchmark"), help=t("help.catalog.show.kind"))
-    show.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
+    _add_catalog_choice(show)
     add_common(show)
 
     diff = sub.add_parser("diff", help=t("help.catalog.diff"))
     diff.add_argument("old", metavar="OLD", help=t("help.catalog.diff.old"))
     diff.add_argument("new", metavar="NEW", help=t("help.catalog.diff.new"))
     add_common(diff, formats=("text", "json"))
+
+
+def _add_catalog_choice(parser: argparse.ArgumentParser) -> None:
+    """--catalog-version V (found in the site, user and package folders) or --catalog FILE."""
+    from mbridge_launch.base.i18n import t
+
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--catalog-version", metavar="V", help=t("help.catalog.catalog_version"))
+    which.add_argument("--catalog", metavar="FILE", help=t("help.catalog.catalog_file"))
+
+
+def _chosen_catalog(args: argparse.Namespace) -> Any:
+    from mbridge_launch.knowledge.catalog import load_catalog
+
+    return load_catalog(args.catalog_version, file=args.catalog)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,12 +84,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
+    from mbridge_launch.base.data_dirs import sync_target_dir
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
-    from mbridge_launch.base.resources import catalog_dir
     from mbridge_launch.catalog_sync.sync import sync
 
-    result = sync(args.source, args.out or catalog_dir())
+    source = args.source
+    if source is None:  # --python: the Megatron Bridge installed there, read as a source tree
+        from mbridge_launch.catalog_sync.installed import installed_bridge_root
+
+        source = installed_bridge_root(args.python)
+    # --out, else $MBRIDGE_LAUNCH_CATALOGS, else the user's data folder: never the package
+    result = sync(source, args.out or sync_target_dir())
     if args.format == "json":
         print_json({
             "path": str(result.path), "version": result.version, "library": result.library,
@@ -95,10 +118,10 @@ def _verify(args: argparse.Namespace) -> int:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
     from mbridge_launch.catalog_sync.verify import verify
-    from mbridge_launch.knowledge.catalog import catalog_file
+    from mbridge_launch.knowledge.catalog import catalog_file, read_catalog_text
 
-    path = catalog_file(args.catalog_version)
-    data = json.loads(path.read_text(encoding="utf-8"))
+    path = _chosen_catalog(args).path if args.catalog else catalog_file(args.catalog_version)
+    data = json.loads(read_catalog_text(path))
     done = [0]
 
     def progress(line: dict[str, Any]) -> None:
@@ -139,13 +162,12 @@ def _verify(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
-    from mbridge_launch.knowledge.catalog import load_catalog
 
-    catalog = load_catalog(args.catalog_version)
+    catalog = _chosen_catalog(args)
     recipes = catalog.filter(family=args.family, mode=args.mode, kind=args.kind)
     if args.format == "json":
         print_json({
-            "catalog": {"source": catalog.source, "version": catalog.version},
+            "catalog": _catalog_json(catalog),
             "recipes": [r.to_dict() for r in recipes],
         })
         return 0
@@ -153,6 +175,8 @@ def _list(args: argparse.Namespace) -> int:
         print(t("catalog.list.empty"))
         return 0
     print(t("catalog.list.header", count=len(recipes), version=catalog.version, source=catalog.source))
+    if catalog.origin != "package":  # a synced or named file: say which one answered
+        print(t("catalog.list.from", origin=t(f"catalog.origin.{catalog.origin}"), path=catalog.path))
     lines = _every_recipe(recipes, catalog) if args.all else _per_model(recipes, catalog)
     sys.stdout.write("".join(line + "\n" for line in lines))
     return 0
@@ -240,13 +264,12 @@ def _layout_text(recipe: Any) -> str:
 def _show(args: argparse.Namespace) -> int:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
-    from mbridge_launch.knowledge.catalog import load_catalog
 
-    catalog = load_catalog(args.catalog_version)
+    catalog = _chosen_catalog(args)
     recipe = catalog.require(args.name, kind=args.kind)
     if args.format == "json":
         data = recipe.to_dict()
-        data["catalog"] = {"source": catalog.source, "version": catalog.version}
+        data["catalog"] = _catalog_json(catalog)
         print_json(data)
         return 0
     rows = [
@@ -279,6 +302,12 @@ def _show(args: argparse.Namespace) -> int:
                     else finding.severity)
         print(f"  [{severity}] {finding.code}: {finding.text()}")
     return 0
+
+
+def _catalog_json(catalog: Any) -> dict[str, Any]:
+    """The catalog a listing came from: its file name and version, where it was found and its path."""
+    return {"source": catalog.source, "version": catalog.version, "origin": catalog.origin,
+            "path": str(catalog.path) if catalog.path is not None else None}
 
 
 def _pairs(values: dict[str, Any]) -> str:

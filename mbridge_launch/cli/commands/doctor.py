@@ -70,14 +70,15 @@ def collect(env: dict[str, str] | None = None) -> dict[str, Any]:
     import platform
 
     from mbridge_launch import __version__
-    from mbridge_launch.knowledge.catalog import available_versions
+    from mbridge_launch.cli.commands.versions import catalog_report
     from mbridge_launch.knowledge.compatibility import installed_version, pyxis_options
     from mbridge_launch.preflight.cluster_survey import probe_slurm, survey_cluster
     from mbridge_launch.preflight.slurm import SlurmClient
 
     libraries = {name: installed_version(name) for name in _LIBRARIES}
     components = [_judge("python", "python", platform.python_version())]
-    catalogs = available_versions()
+    catalog_files = catalog_report()
+    catalogs = [c["version"] for c in catalog_files["catalogs"]]
     components += [_judge("megatron_bridge", "megatron_bridge (catalog)", v) for v in catalogs]
     for name, key in _LIBRARIES.items():
         if libraries[name] is not None or name in _ALWAYS_SHOWN:
@@ -106,6 +107,7 @@ def collect(env: dict[str, str] | None = None) -> dict[str, Any]:
         "mbridge_launch": __version__,
         "python": platform.python_version(),
         "megatron_bridge_catalogs": catalogs,
+        "catalogs": catalog_files,  # where each comes from, what it shadows, where sync writes
         "libraries": {name.replace("-", "_"): v for name, v in libraries.items()},
         "slurm": slurm,
         "cluster": cluster,
@@ -170,7 +172,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
         return int(report["exit_code"])
     print(t("doctor.title", version=report["mbridge_launch"], python=report["python"]))
-    print(t("versions.catalogs", versions=", ".join(report["megatron_bridge_catalogs"])))
+    from mbridge_launch.cli.commands.versions import catalog_lines
+
+    print("\n".join(catalog_lines(report["catalogs"])))
     print(slurm_line(report["slurm"]))
     if report["cluster"] is not None:
         _print_cluster(report["cluster"])

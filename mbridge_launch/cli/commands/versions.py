@@ -23,21 +23,56 @@ def _slurm() -> dict:
     return probe_slurm(SlurmClient()).as_dict()
 
 
+def catalog_report() -> dict:
+    """The available catalogs and where each comes from (site, user, package folder), the
+    copies they shadow, where `catalog sync` writes, and folders that could not be read (reported,
+    not fatal: the other folders still answer). `doctor` shows the same."""
+    from mbridge_launch.base.data_dirs import CATALOGS_ENV, catalog_folders, sync_target_dir
+    from mbridge_launch.base.errors import UserError
+    from mbridge_launch.knowledge.catalog import catalog_entries
+
+    problems: list[UserError] = []
+    entries = catalog_entries(problems=problems)
+    return {
+        "catalogs": [{"version": e.version, "origin": e.origin, "path": str(e.path),
+                      "shadows": [str(p) for p in e.shadowed]} for e in entries],
+        "folders": [{"origin": f.origin, "path": str(f.path)} for f in catalog_folders()],
+        "sync_writes_to": str(sync_target_dir()),
+        "site_variable": CATALOGS_ENV,
+        "errors": [exc.render() for exc in problems],
+    }
+
+
+def catalog_lines(report: dict) -> list[str]:
+    """Text lines of catalog_report: one per catalog, then where sync writes."""
+    from mbridge_launch.base.i18n import t
+
+    lines = [t("versions.catalogs", versions=", ".join(c["version"] for c in report["catalogs"]))]
+    for entry in report["catalogs"]:
+        lines.append(t("versions.catalog_file", version=entry["version"], origin=t(f"catalog.origin.{entry['origin']}"),
+                       path=entry["path"]))
+        lines += [t("versions.catalog_shadowed", path=path) for path in entry["shadows"]]
+    lines.append(t("versions.catalog_sync_folder", path=report["sync_writes_to"], variable=report["site_variable"]))
+    lines += [t("versions.catalog_folder_error", error=error) for error in report["errors"]]
+    return lines
+
+
 def collect() -> dict:
     import platform
 
     from mbridge_launch import __version__
     from mbridge_launch.executors import executor_names
-    from mbridge_launch.knowledge.catalog import available_versions
     from mbridge_launch.knowledge.compatibility import installed_version
     from mbridge_launch.knowledge.hardware import known_hardware
     from mbridge_launch.knowledge.vocabulary import GOALS, PRECISIONS
 
     slurm = _slurm()
+    catalogs = catalog_report()
     return {
         "mbridge_launch": __version__,
         "python": platform.python_version(),
-        "megatron_bridge_catalogs": available_versions(),
+        "megatron_bridge_catalogs": [c["version"] for c in catalogs["catalogs"]],
+        "catalogs": catalogs,
         "libraries": {name: installed_version(name) for name in LIBRARIES},
         # the version (None when Slurm cannot be asked) and, in slurm_state, why not
         "slurm": slurm["controller_version"] or slurm["client_version"],
@@ -59,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     missing = t("versions.missing")
     print(f"mbridge-launch {info['mbridge_launch']} (Python {info['python']})")
-    print(t("versions.catalogs", versions=", ".join(info["megatron_bridge_catalogs"])))
+    print("\n".join(catalog_lines(info["catalogs"])))
     for name, version in info["libraries"].items():
         print(f"  {name}: {version or missing}")
     if info["slurm_state"]["state"] == "ok":
