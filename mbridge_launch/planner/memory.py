@@ -21,7 +21,12 @@ reports in GiB. Components:
   the fp8 copy (row-wise and column-wise) Transformer Engine keeps of every linear weight.
 - dispatcher: the MoE token dispatcher's buffers (DeepEP / HybridEP registered buffers, the
   all-to-all permutation buffer), on stages holding MoE layers.
-- logits: the LM head's logits and their fp32 softmax on the last stage (per MTP head too).
+- logits: the LM head's logits and their fp32 softmax on the last stage (per MTP head too);
+  with cross_entropy_loss_fusion (Layout.ce_fusion) the bf16 logits only.
+- recipe settings (Layout fields, planner.recipe_settings reads them from a recipe): CPU
+  activation offloading of N layers, fine-grained offloading of named modules' inputs, the
+  precision-aware optimizer's state bytes, optimizer CPU offload, the gradient-reduction dtype and
+  per-layer CUDA graphs' static buffers (counted with the activations).
 - allowance: CUDA context, cuBLAS/TE workspaces and NCCL buffers (ALLOWANCE_GIB) plus allocator
   fragmentation (FRAGMENTATION of the rest).
 A layout fits when the total is at most HEADROOM x HBM.
@@ -184,6 +189,52 @@ def _act_bytes_per_token(arch: ModelArch, kind: str, layout: Layout, gemm_bytes:
     return norms, split
 
 
+def _offloaded_bytes_per_token(arch: ModelArch, kind: str, layout: Layout, gemm_bytes: float,
+                               modules: tuple[str, ...], drop: Dropped | None = None) -> tuple[float, float]:
+    """(norm part, TP part) of one token's saved bytes in one layer that fine-grained activation
+    offloading moves to the CPU: the inputs of the named modules (Megatron Core
+    transformer_config.py, fine_grained_activation_offloading: core_attn, attn_proj, qkv_linear,
+    attn_norm, mlp_norm, expert_fc1, moe_act, fused_group_mlp), the same terms as
+    _act_bytes_per_token keeps; what selective recompute already drops is not counted twice."""
+    drop = drop or Dropped()
+    a, f, h = 2.0, gemm_bytes, arch.hidden_size
+    mods = set(modules)
+    norms = split = 0.0
+    if kind == "M":
+        return 0.0, 0.0
+    if kind == "*" or not arch.is_hybrid:
+        if "attn_norm" in mods:
+            norms += a * h
+        if "qkv_linear" in mods and not drop.attn_norm_out:
+            norms += f * h
+        if arch.mla is None:
+            nd = arch.num_attention_heads * arch.head_dim
+            gd = arch.kv_groups * arch.head_dim
+            if "core_attn" in mods:
+                split += a * (nd + 2 * gd)
+            if "attn_proj" in mods:
+                split += a * nd
+        else:
+            n, v = arch.num_attention_heads, arch.mla.v_head_dim or 0
+            qk = (arch.mla.qk_head_dim or 0) + (arch.mla.qk_pos_emb_head_dim or 0)
+            if "core_attn" in mods and not drop.mla_up:
+                split += a * n * (2 * qk + v)
+            if "attn_proj" in mods:
+                split += a * n * v
+    if kind in ("-", "E") and "mlp_norm" in mods and not (kind == "-" and drop.mlp) and not (kind == "E" and drop.moe):
+        norms += a * h
+    if kind == "E" and not drop.moe:
+        m = 2 if arch.gated_linear_unit else 1
+        k = arch.moe_router_topk or 1
+        ffn = arch.expert_ffn / layout.etp_size
+        if "fused_group_mlp" in mods:
+            split += k * (f * h + a * m * ffn + (0.0 if drop.moe_act else f * ffn))
+        else:
+            split += k * f * h if "expert_fc1" in mods else 0.0
+            split += k * a * m * ffn if "moe_act" in mods and not drop.moe_act else 0.0
+    return norms, split
+
+
 def estimate_memory(
     arch: ModelArch,
     layout: Layout,
@@ -330,27 +381,35 @@ class _MemoryModel:
         # bf16 weights; FP8 runs keep fp8 primary weights (fp8_param_gather) plus the transposed
         # copy the backward GEMMs need (about 2 bytes); NVFP4 runs keep fp4 ones (WEIGHT_BYTES)
         weight_bytes = self.weight_bytes
+        # the recipe's gradient-reduction dtype (ddp.grad_reduce_in_fp32) when the layout carries it,
+        # and the precision-aware optimizer's state bytes (planner.recipe_settings.optimizer_bytes)
+        grad_bytes = L.grad_bytes if L.grad_bytes is not None else self.grad_bytes
+        optim_bytes = L.optimizer_bytes if L.optimizer_bytes is not None else OPTIM_BYTES
         dp_shard = max(L.dp * cp, 1)
         edp_shard = max(L.edp, 1)
         params = dense + expert
         if self.peft:
             weights = params * weight_bytes + adapters * 2
-            grads = adapters * self.grad_bytes
-            optim = adapters * OPTIM_BYTES / (dp_shard if L.distributed_optimizer else 1)
+            grads = adapters * grad_bytes
+            optim = adapters * optim_bytes / (dp_shard if L.distributed_optimizer else 1)
         elif L.fsdp:
             weights = dense * weight_bytes / dp_shard + expert * weight_bytes / edp_shard
-            grads = (dense / dp_shard + expert / edp_shard) * self.grad_bytes
-            optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
-            weights += biggest * (2 * weight_bytes + self.grad_bytes)  # two gathered units + one unsharded grad
+            grads = (dense / dp_shard + expert / edp_shard) * grad_bytes
+            optim = dense * optim_bytes / dp_shard + expert * optim_bytes / edp_shard
+            weights += biggest * (2 * weight_bytes + grad_bytes)  # two gathered units + one unsharded grad
         else:
             weights = params * weight_bytes
-            grads = params * self.grad_bytes
+            grads = params * grad_bytes
             if L.distributed_optimizer:
-                optim = dense * OPTIM_BYTES / dp_shard + expert * OPTIM_BYTES / edp_shard
+                optim = dense * optim_bytes / dp_shard + expert * optim_bytes / edp_shard
             else:
-                optim = params * OPTIM_BYTES
+                optim = params * optim_bytes
         if L.cpu_offload:
             optim = 0.0
+        elif L.optimizer_offload_fraction:
+            # optimizer_cpu_offload: this share of the optimizer state lives on the CPU (Megatron Core
+            # optimizer/cpu_offloading/hybrid_optimizer.py, HybridDeviceOptimizer's offload_fraction)
+            optim *= 1.0 - min(max(L.optimizer_offload_fraction, 0.0), 1.0)
         fp8_copies = 0.0
         gather = L.fp8_param_gather if L.fp8_param_gather is not None else FP8_PARAM_GATHER_DEFAULT.get(self.precision)
         if gather is False and self.precision.startswith("fp8"):
@@ -366,8 +425,14 @@ class _MemoryModel:
         split = tp if (L.sp or tp == 1) else 1.0  # without SP, norms and residuals are replicated
         stage_act = 0.0
         working = 0.0
+        offload = L.offload_modules or ()
         for kind, count in counts.items():
             norms, tp_part = self._act(kind, L)
+            if offload:
+                off_norms, off_tp = _offloaded_bytes_per_token(
+                    arch, kind, L, 1.0 if self.low_precision else 2.0, offload,
+                    dropped(effective_modules(L, arch, self.precision), arch))
+                norms, tp_part = max(norms - off_norms, 0.0), max(tp_part - off_tp, 0.0)
             per_layer = tokens * (norms / split + tp_part / tp)
             stage_act += per_layer * count
             working = max(working, per_layer)
@@ -385,14 +450,36 @@ class _MemoryModel:
             # recomputed layers keep only their input; the others (block method) keep everything
             layer_inputs = 2.0 * arch.hidden_size * tokens / split * n_layers / chunks
             activations = (share * layer_inputs + (1.0 - share) * stage_act / chunks) * inflight_chunks + working
+        elif L.cpu_offload_layers and pp == 1:
+            # CPU activation offloading (model.cpu_offloading, Megatron Core transformer_block.py ->
+            # TE get_cpu_offload_context(num_layers=cpu_offloading_num_layers)): those layers'
+            # saved activations go to the CPU (the first N: each is freed once copied, long before
+            # the peak at the end of the forward pass, and reloaded one at a time in backward after
+            # the later layers' are freed). Megatron rejects it with PP > 1 or recompute
+            # (transformer_config.py __post_init__).
+            kept = max(n_layers - L.cpu_offload_layers, 0) / max(n_layers, 1)
+            activations = max(stage_act * kept, working)
         else:
             activations = stage_act / chunks * inflight_chunks
+        if offload:
+            activations += working  # the layer whose inputs are in flight to the CPU
+        if L.cuda_graph_scope:
+            # per-layer CUDA graphs (Megatron Core transformer/cuda_graphs.py, one set of static
+            # sample args per (layer, micro-batch) of the schedule, reused once a micro-batch is
+            # done): a hidden-sized static input and output for forward and backward per graphed
+            # layer and micro-batch in flight
+            hidden = 2.0 * arch.hidden_size * tokens / split
+            activations += 4.0 * hidden * (n_layers / chunks) * inflight_chunks
         if first:
             activations += 2.0 * arch.hidden_size * tokens / split  # embedding output
         logits = 0.0
         if last:
             heads = 1 + (arch.mtp_num_layers if not arch.is_hybrid else 0)
-            logits = heads * tokens * arch.padded_vocab(tp) / tp * (2.0 + 4.0)
+            # bf16 logits, and the fp32 softmax the unfused vocab-parallel cross entropy keeps for
+            # backward (tensor_parallel/cross_entropy.py); the fused one (cross_entropy_loss_fusion,
+            # TE's parallel_cross_entropy or Megatron's fused_cross_entropy) writes its gradient
+            # into the logits
+            logits = heads * tokens * arch.padded_vocab(tp) / tp * (2.0 + (0.0 if L.ce_fusion else 4.0))
         base = weights + grads + optim + activations + logits + fp8_copies + dispatch
         allowance = ALLOWANCE_GIB * GIB + FRAGMENTATION * base
         stage = "only" if pp == 1 else ("first" if first else "last")

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Optional
 
 from mbridge_launch.knowledge.vocabulary import recipe_task
 from mbridge_launch.planner.pipeline_split import recipe_split, settle
+from mbridge_launch.planner.recipe_settings import memory_settings
 from mbridge_launch.planner.recompute import MEGATRON_DEFAULT, parse_modules
 from mbridge_launch.planner.rules import Layout, check_layout, divisors, evolve
 
@@ -80,6 +81,9 @@ def recipe_layout(recipe: Any, arch: Any = None, *, gbs: Optional[int] = None, s
         fp8_param_gather=None if gather is None else _on(gather), moe_dispatcher=dispatcher,
         cp_comm_type=f.get("cp_comm_type") or ("p2p" if cp > 1 else None),
     )
+    # the recipe's memory settings (offloading, optimizer dtypes, gradient dtype, CUDA graphs, fused
+    # cross entropy): estimated as NVIDIA runs it
+    layout = evolve(layout, **memory_settings(f, recipe.precision or "bf16"))
     split = recipe_split(recipe)
     keep = split if split.uneven and "pipeline_model_parallel_layout" not in (recipe.unresolved or ()) else None
     return settle(layout, arch, keep=keep) if arch is not None else layout

@@ -79,6 +79,23 @@ class Layout(LayoutFields):
     fp8_param_gather: Optional[bool] = None
     # the MoE token dispatcher: alltoall, allgather, deepep or hybridep (flex backends); None: alltoall
     moe_dispatcher: Optional[str] = None
+    # recipe settings the memory model charges (planner.recipe_settings reads them from a recipe;
+    # None everywhere: the planner's defaults, as before these fields existed)
+    # model.cpu_offloading_num_layers with cpu_offloading: these layers' activations go to the CPU
+    cpu_offload_layers: Optional[int] = None
+    # model.offload_modules with fine_grained_activation_offloading: these modules' inputs go to the CPU
+    offload_modules: Optional[tuple[str, ...]] = None
+    # optimizer state bytes per trained parameter (master weights + Adam moments); None: 12 (fp32)
+    optimizer_bytes: Optional[float] = None
+    # optimizer.optimizer_offload_fraction with optimizer_cpu_offload: the share of it on the CPU
+    optimizer_offload_fraction: Optional[float] = None
+    # gradient buffer bytes per parameter (ddp.grad_reduce_in_fp32: 4, else 2); None: the caller's
+    grad_bytes: Optional[float] = None
+    # model.cuda_graph_scope of per-layer CUDA graphs (cuda_graph_impl transformer_engine or local);
+    # None or (): no per-layer graphs
+    cuda_graph_scope: Optional[tuple[str, ...]] = None
+    # model.cross_entropy_loss_fusion; None: unfused (the fp32 logits copy counted)
+    ce_fusion: Optional[bool] = None
 
     @property
     def etp_size(self) -> int:

@@ -1,0 +1,150 @@
+"""NVIDIA's published benchmark rows (catalog/perf_calibration.csv) estimated with the settings of
+their benchmark recipe: do they fit, as they ran?
+
+    python benchmarks/published_row_memory.py [--all]
+
+A row names its model, system, GPU count, precision and layout (TP/PP/CP/VP/EP, MBS, GBS, FSDP),
+not the recipe's other settings. Its recipe is the 0.6.2 benchmark recipe of the same model and
+task with the same grid (TP, PP, CP, EP, VP, MBS, FSDP), preferring the same system, precision and
+GPU count (a row of an older release whose grid 0.6.2 ships on another system is estimated with
+that recipe's settings); without a recipe of its grid, the recipe of its own system, count and
+precision lends the settings that do not depend on the layout (gradient and optimizer dtypes,
+fused cross entropy, FP8 weight gather, the MoE dispatcher). The row's layout is kept; recompute
+and CPU offloading follow the recipe where its grid matches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from mbridge_launch.planner.calibration_rows import Row, csv_path, load_rows  # noqa: E402
+from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown, estimate_memory  # noqa: E402
+from mbridge_launch.planner.nvidia_layout import recipe_layout, shipped_recipes  # noqa: E402
+from mbridge_launch.planner.pipeline_split import settle  # noqa: E402
+from mbridge_launch.planner.recipe_settings import memory_settings  # noqa: E402
+from mbridge_launch.planner.rules import Layout, evolve  # noqa: E402
+
+# settings of a recipe that do not depend on its layout (lent to a row of another grid)
+_LAYOUT_FREE = ("optimizer_bytes", "grad_bytes", "ce_fusion", "optimizer_offload_fraction")
+
+
+def _grid(L: Layout) -> tuple:
+    return (L.tp, L.pp, L.cp, L.ep, L.vp_size, L.mbs, bool(L.fsdp))
+
+
+@dataclass(frozen=True)
+class RowEstimate:
+    row: Row
+    recipe: Any  # the benchmark recipe whose settings were used (None: none of the model)
+    same_grid: bool  # the recipe runs the row's grid (all its settings used)
+    layout: Layout
+    memory: MemoryBreakdown
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+
+def row_recipe(row: Row, recipes: list[Any]) -> tuple[Any, bool]:
+    """(benchmark recipe, same grid) for a published row, or (None, False)."""
+    mine = [r for r in recipes if r.kind == "benchmark" and r.model == row.model and r.mode == "pretrain"
+            and not r.raises_not_implemented]
+    if not mine:
+        return None, False
+    want = _grid(row.layout)
+
+    def key(r: Any) -> tuple:
+        L = recipe_layout(r)
+        return (_grid(L) != want, r.hardware != row.system, r.precision != row.precision, r.gpus != row.layout.world,
+                bool(r.variant), r.name)
+
+    best = min(mine, key=key)
+    # a recipe of another system sized its settings (CPU offloading) for that system's HBM
+    same = _grid(recipe_layout(best)) == want and best.hardware == row.system
+    if not same and (best.hardware, best.precision, best.gpus) != (row.system, row.precision, row.layout.world):
+        own = [r for r in mine if (r.hardware, r.precision, r.gpus) == (row.system, row.precision, row.layout.world)]
+        if own:
+            best = min(own, key=key)
+    return best, same
+
+
+def row_layout(row: Row, recipe: Any, same_grid: bool) -> Layout:
+    """The row's layout with the recipe's settings (all where it runs the row's grid)."""
+    L = row.layout
+    if recipe is None:
+        return L
+    settings = memory_settings(recipe.features, row.precision)
+    own = recipe_layout(recipe, row.arch)
+    if same_grid:
+        L = evolve(L, recompute=own.recompute, recompute_layers=own.recompute_layers,
+                   recompute_modules=own.recompute_modules, fp8_param_gather=own.fp8_param_gather,
+                   moe_dispatcher=own.moe_dispatcher, **settings)
+        if own.split is not None and L.pp == own.pp and L.vp_size == own.vp_size:
+            L = evolve(L, split=own.split, uneven_pp=own.uneven_pp)
+        return L
+    lent = {k: v for k, v in settings.items() if k in _LAYOUT_FREE}
+    L = evolve(L, fp8_param_gather=own.fp8_param_gather, moe_dispatcher=own.moe_dispatcher, **lent)
+    L = settle(L, row.arch) if L.pp > 1 and L.split is None else L
+    return _lightest_fitting(row, L)
+
+
+def _lightest_fitting(row: Row, L: Layout) -> Layout:
+    """A row whose release's recipe the catalog does not hold: its recompute and CPU offloading are
+    unknown, so the lightest the real code accepts that fits (the levels the search tries, then,
+    without pipeline parallelism, CPU offloading of a growing share of the layers: Megatron
+    rejects offloading with PP > 1 or with recompute)."""
+    from mbridge_launch.planner.recompute import RECOMPUTE_ORDER, recompute_levels
+    from mbridge_launch.planner.rules import chunk_layers
+
+    tried = []
+    if L.pp == 1:
+        n = row.arch.num_layers
+        tried += [evolve(L, recompute="none", recompute_layers=None, cpu_offload_layers=k)
+                  for k in sorted({max(1, n * share // 8) for share in range(0, 8)})]
+    tried = [evolve(L, recompute="none", recompute_layers=None)] + tried
+    tried += [evolve(L, recompute=level, recompute_layers=layers) for level, layers in
+              recompute_levels(list(RECOMPUTE_ORDER), chunk_layers(row.arch.num_layers, L), partial=True)]
+    for trial in tried:
+        if estimate_memory(row.arch, trial, row.hw.hbm_gb, precision=row.precision, grad_bytes=2.0).fits:
+            return trial
+    return tried[-1]
+
+
+def estimate_rows(rows: list[Row] | None = None) -> list[RowEstimate]:
+    recipes = shipped_recipes()
+    out = []
+    for row in rows if rows is not None else load_rows(csv_path()):
+        recipe, same = row_recipe(row, recipes)
+        L = row_layout(row, recipe, same)
+        memory = estimate_memory(row.arch, L, row.hw.hbm_gb, precision=row.precision, grad_bytes=2.0)
+        out.append(RowEstimate(row, recipe, same, L, memory))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--all", action="store_true", help="print every row (default: those that do not fit)")
+    args = ap.parse_args()
+    results = estimate_rows()
+    over = [e for e in results if not e.fits]
+    for e in results:
+        if args.all or not e.fits:
+            m = e.memory
+            print(f"{'fits' if e.fits else 'OVER'} {e.row.label}: {m.total:.1f} of {HEADROOM * e.row.hw.hbm_gb:.1f} GiB "
+                  f"usable, recipe {e.recipe.name if e.recipe else '-'} ({'same grid' if e.same_grid else 'lent'})")
+    same = sum(1 for e in results if e.same_grid)
+    print(f"{len(results)} published rows, {same} estimated with the recipe of their own grid; "
+          f"{len(results) - len(over)} fit, {len(over)} do not")
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

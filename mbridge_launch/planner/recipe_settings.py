@@ -1,0 +1,102 @@
+"""The memory-relevant settings of a Megatron Bridge recipe, read from the catalog's stored values
+(`features`, written by catalog sync), as planner Layout fields.
+
+`memory_settings(features, precision)` gives the Layout changes (rules.Layout: cpu_offload_layers,
+offload_modules, optimizer_bytes, optimizer_offload_fraction, grad_bytes, cuda_graph_scope,
+ce_fusion); `applied(changes)` lists them as (setting, value) pairs for `estimate --recipe` to say
+which it used. A value the catalog does not record (None) changes nothing: the planner's default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+# bytes of the torch dtypes the optimizer settings name (catalog values are their dotted names)
+_DTYPE_BYTES = {"torch.float32": 4.0, "torch.float": 4.0, "torch.bfloat16": 2.0, "torch.float16": 2.0,
+                "torch.half": 2.0, "torch.uint8": 1.0, "torch.float8_e4m3fn": 1.0}
+FP32_ADAM_BYTES = 12.0  # fp32 master weights + exp_avg + exp_avg_sq (planner.memory.OPTIM_BYTES)
+# CUDA-graph implementations that capture per-layer graphs with static buffers (Megatron Core
+# transformer/cuda_graphs.py: one set of static inputs per (layer, micro-batch));
+# "full_iteration" graphs the whole step in the allocator's own pool (nothing beside eager)
+PER_LAYER_GRAPHS = ("transformer_engine", "local")
+LAYER_SCOPES = ("attn", "mlp", "moe", "mamba", "moe_router", "moe_preprocess")
+
+
+def _on(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes", "on")
+
+
+def _dtype_bytes(value: Any) -> float | None:
+    return _DTYPE_BYTES.get(str(value).strip()) if value is not None else None
+
+
+def optimizer_bytes(features: Mapping[str, Any], precision: str) -> float | None:
+    """Bytes per trained parameter of the optimizer state under the precision-aware optimizer
+    (optimizer.use_precision_aware_optimizer), None when the recipe keeps fp32 Adam (12).
+
+    Megatron Core optimizer/__init__.py (_get_megatron_optimizer_based_on_param_groups): TE's
+    FusedAdam holds exp_avg / exp_avg_sq in exp_avg_dtype / exp_avg_sq_dtype; the master weights are
+    TE's in main_params_dtype except with FP8 weights other than delayed scaling, where Megatron
+    keeps them in fp32 (use_precision_aware_optimizer_no_fp8_or_ds_fp8). distrib_optimizer.py
+    (load_state_dict's init_shard): with bf16 params and store_param_remainders (default True) an
+    fp32 master is kept as its 16-bit remainder (int16, 2 bytes)."""
+    if not _on(features.get("use_precision_aware_optimizer")):
+        return None
+    moments = (_dtype_bytes(features.get("exp_avg_dtype")) or 4.0) + (_dtype_bytes(features.get("exp_avg_sq_dtype"))
+                                                                       or 4.0)
+    main = _dtype_bytes(features.get("main_params_dtype")) or 4.0
+    fp8_weights = precision.startswith("fp8") and _on(features.get("fp8_param_gather"))
+    if fp8_weights:
+        master = 4.0
+    else:
+        master = 2.0  # fp32 as its bf16 remainder, or a 16-bit master dtype
+    if main < 4.0:
+        master = main
+    return master + moments
+
+
+def memory_settings(features: Mapping[str, Any] | None, precision: str) -> dict[str, Any]:
+    """Layout changes (rules.Layout field -> value) for a recipe's stored settings."""
+    f = features or {}
+    out: dict[str, Any] = {}
+    layers = f.get("cpu_offloading_num_layers")
+    if _on(f.get("cpu_offloading")) and isinstance(layers, int) and layers > 0 \
+            and f.get("cpu_offloading_activations", True) is not False:
+        out["cpu_offload_layers"] = layers
+    modules = f.get("offload_modules")
+    if _on(f.get("fine_grained_activation_offloading")) and isinstance(modules, list) and modules:
+        out["offload_modules"] = tuple(str(m) for m in modules)
+    opt = optimizer_bytes(f, precision)
+    if opt is not None and opt != FP32_ADAM_BYTES:
+        out["optimizer_bytes"] = opt
+    fraction = f.get("optimizer_offload_fraction")
+    if _on(f.get("optimizer_cpu_offload")) and isinstance(fraction, (int, float)) and 0 < fraction <= 1:
+        out["optimizer_offload_fraction"] = float(fraction)
+    reduce_fp32 = f.get("grad_reduce_in_fp32")
+    if reduce_fp32 is not None:
+        out["grad_bytes"] = 4.0 if _on(reduce_fp32) else 2.0
+    impl = str(f.get("cuda_graph_impl") or "none").strip().lower()
+    scope = f.get("cuda_graph_scope")
+    if impl in PER_LAYER_GRAPHS:
+        # an unset scope graphs the whole layer (Megatron Core: cuda_graph_scope [] = full layer)
+        names = tuple(str(s) for s in scope) if isinstance(scope, list) else ()
+        if "full_iteration" not in names:
+            out["cuda_graph_scope"] = tuple(s for s in names if s in LAYER_SCOPES) or ("full",)
+    fusion = f.get("cross_entropy_loss_fusion")
+    if fusion is not None:
+        out["ce_fusion"] = _on(fusion)
+    return out
+
+
+def applied(changes: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(setting, value) of each change, in the order of memory_settings, for display."""
+    shown = []
+    for name, value in changes.items():
+        if isinstance(value, tuple):
+            text = ",".join(value)
+        elif isinstance(value, float):
+            text = f"{value:g}"
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+        shown.append((name, text))
+    return shown

@@ -1,0 +1,107 @@
+"""The recipe settings the memory model charges (planner.recipe_settings -> Layout fields ->
+planner.memory), each checked against its formula, and NVIDIA's published rows estimated with their
+benchmark recipe's settings (benchmarks/published_row_memory.py): every one fits."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mbridge_launch.knowledge.models import load_arch
+from mbridge_launch.planner.memory import GIB, estimate_memory
+from mbridge_launch.planner.recipe_settings import applied, memory_settings, optimizer_bytes
+from mbridge_launch.planner.rules import Layout, evolve
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from published_row_memory import estimate_rows  # noqa: E402
+
+LLAMA8 = load_arch("llama3_8b")
+PARAMS_8B = 8_030_261_248
+BASE = Layout(mbs=1, gbs=128, seq_length=8192, world=8)
+
+
+def test_every_published_row_fits_with_its_benchmark_recipes_settings():
+    results = estimate_rows()
+    assert len(results) >= 129
+    over = [f"{e.row.label}: {e.memory.total:.1f} GiB" for e in results if not e.fits]
+    assert over == []
+    # most rows are estimated with ALL the settings of the recipe that runs their grid on their system
+    assert sum(1 for e in results if e.same_grid) >= 90
+
+
+def test_llama3_70b_fsdp_row_is_estimated_with_the_recipes_cpu_offloading():
+    """The row that said 'does not fit' (TP1 MBS2 Megatron-FSDP on 64 GB200): the recipe offloads the
+    activations of 40 of its 80 layers; without that the same layout is far above HBM."""
+    row = next(e for e in estimate_rows() if e.row.release == "26.02" and e.row.model == "llama3_70b"
+               and e.row.system == "gb200" and e.row.precision == "fp8cs")
+    assert row.same_grid and row.layout.cpu_offload_layers == 40 and row.fits
+    without = estimate_memory(row.row.arch, evolve(row.layout, cpu_offload_layers=None), row.row.hw.hbm_gb,
+                              precision="fp8cs")
+    assert not without.fits and without.activations > 1.9 * row.memory.activations
+
+
+def test_cpu_offloading_keeps_the_other_layers_activations():
+    full = estimate_memory(LLAMA8, BASE, 80)
+    half = estimate_memory(LLAMA8, evolve(BASE, cpu_offload_layers=16), 80)
+    embedding_output = 2 * 4096 * 8192 / GIB
+    assert half.activations - embedding_output == pytest.approx((full.activations - embedding_output) * 16 / 32)
+
+
+def test_fine_grained_offload_of_core_attention_drops_its_inputs():
+    full = estimate_memory(LLAMA8, BASE, 80)
+    off = estimate_memory(LLAMA8, evolve(BASE, offload_modules=("core_attn", "attn_proj")), 80)
+    per_layer_full = 139_264 * 8192  # 34 x h bytes per token (test_memory.py)
+    saved = 2 * (4096 + 2 * 1024) * 8192 + 2 * 4096 * 8192  # Q, K, V and the attention output
+    # 32 layers lose `saved`; one layer in flight keeps its whole working set
+    expected = full.activations - (32 * saved - (per_layer_full - saved)) / GIB
+    assert off.activations == pytest.approx(expected)
+
+
+def test_precision_aware_optimizer_bytes_follow_megatron():
+    bf16_moments = {"use_precision_aware_optimizer": True, "exp_avg_dtype": "torch.bfloat16",
+                    "exp_avg_sq_dtype": "torch.bfloat16", "main_params_dtype": "torch.float32"}
+    # bf16 params: the fp32 master kept as its 16-bit remainder (store_param_remainders)
+    assert optimizer_bytes(bf16_moments, "bf16") == 2 + 2 + 2
+    # FP8 primary weights: Megatron keeps the fp32 master itself
+    assert optimizer_bytes({**bf16_moments, "fp8_param_gather": True}, "fp8cs") == 4 + 2 + 2
+    assert optimizer_bytes({"use_precision_aware_optimizer": False}, "bf16") is None
+    m = estimate_memory(LLAMA8, evolve(BASE, optimizer_bytes=6.0), 80)
+    assert m.optimizer == pytest.approx(6 * PARAMS_8B / 8 / GIB)
+
+
+def test_gradient_dtype_and_optimizer_offload_from_the_layout():
+    m = estimate_memory(LLAMA8, evolve(BASE, grad_bytes=2.0, optimizer_offload_fraction=1.0), 80)
+    assert m.gradients == pytest.approx(2 * PARAMS_8B / GIB) and m.optimizer == 0.0
+    half = estimate_memory(LLAMA8, evolve(BASE, optimizer_offload_fraction=0.5), 80)
+    assert half.optimizer == pytest.approx(12 * PARAMS_8B / 8 / GIB / 2)
+
+
+def test_fused_cross_entropy_keeps_only_the_bf16_logits():
+    m = estimate_memory(LLAMA8, evolve(BASE, ce_fusion=True), 80)
+    assert m.logits == pytest.approx(8192 * 128256 * 2 / GIB)
+
+
+def test_per_layer_cuda_graphs_add_static_buffers():
+    plain = estimate_memory(LLAMA8, BASE, 80)
+    graphed = estimate_memory(LLAMA8, evolve(BASE, cuda_graph_scope=("attn",)), 80)
+    # 4 hidden-sized static tensors (fwd in/out, bwd in/out) per graphed layer and micro-batch in flight
+    assert graphed.activations - plain.activations == pytest.approx(4 * 2 * 4096 * 8192 * 32 / GIB)
+
+
+def test_recipe_features_become_layout_fields():
+    features = {"cpu_offloading": True, "cpu_offloading_num_layers": 20, "grad_reduce_in_fp32": False,
+                "cross_entropy_loss_fusion": True, "cuda_graph_impl": "transformer_engine",
+                "cuda_graph_scope": ["attn", "moe_router"], "fine_grained_activation_offloading": False,
+                "offload_modules": ["core_attn"], "use_precision_aware_optimizer": True,
+                "exp_avg_dtype": "torch.bfloat16", "exp_avg_sq_dtype": "torch.bfloat16"}
+    got = memory_settings(features, "bf16")
+    assert got == {"cpu_offload_layers": 20, "optimizer_bytes": 6.0, "grad_bytes": 2.0,
+                   "cuda_graph_scope": ("attn", "moe_router"), "ce_fusion": True}
+    assert ("cpu_offload_layers", "20") in applied(got) and ("cuda_graph_scope", "attn,moe_router") in applied(got)
+    # full-iteration graphs and CUDA graphs off add nothing
+    assert "cuda_graph_scope" not in memory_settings({"cuda_graph_impl": "local", "cuda_graph_scope": ["full_iteration"]},
+                                                     "bf16")
+    assert memory_settings({}, "bf16") == {}
