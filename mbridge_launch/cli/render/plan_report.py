@@ -14,6 +14,7 @@ from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.planner.domain import Assessment
 from mbridge_launch.planner.layout_words import vp_word
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown
+from mbridge_launch.planner.memory_band import WIDE, memory_band
 from mbridge_launch.planner.pipeline_split import mtp_layers
 from mbridge_launch.planner.rules import recompute_label
 from mbridge_launch.planner.search import MEMORY_COMFORT, MEMORY_PRESSURE, Candidate, Rejection, ranking_terms
@@ -68,6 +69,8 @@ def candidate_json(c: Candidate, hw: Hardware, tokens: float | None = None, arch
         "memory_assumes": {"recompute_modules": list(c.memory.recompute_modules) or None,
                            "fp8_param_gather": c.memory.fp8_param_gather, "moe_dispatcher": c.memory.moe_dispatcher},
         "memory_limit_gb": round(HEADROOM * hw.hbm_gb, 2), "fits": c.fits,
+        # the measured p90 band of the memory total (planner.memory_band; null without the model)
+        "memory_band_gb": _band_json(c.memory, arch),
         "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1),
         "model_tflops_per_gpu": round(c.model_tflops_per_gpu, 1),
         "mfu": round(c.mfu, 4),
@@ -131,6 +134,11 @@ def domain_lines(assessment: Assessment) -> list[str]:
     return lines
 
 
+def _band_json(memory: MemoryBreakdown, arch: Any) -> dict[str, Any] | None:
+    band = memory_band(arch, memory) if arch is not None else None
+    return band.as_dict() if band is not None else None
+
+
 def _memory_fraction(c: Candidate) -> float:
     return c.memory.total / c.memory.hbm_gb if c.memory.hbm_gb else 0.0
 
@@ -166,6 +174,16 @@ def rejected_json(rejected: dict[str, Rejection]) -> list[dict[str, Any]]:
 def _rejection_message(r: Rejection, lang: str | None = None) -> str:
     """The rule's message (search.Rejection.message): every rejection line says what broke."""
     return r.message(lang)
+
+
+def memory_band_lines(memory: MemoryBreakdown, arch: Any) -> list[str]:
+    """The measured band of the memory estimate (planner.memory_band); none without the model."""
+    band = memory_band(arch, memory) if arch is not None else None
+    if band is None:
+        return []
+    key = "planner.memory_band" if band.reliable else "planner.memory_band_wide"
+    return [t(key, count=band.rows, lo=band.low_ratio, hi=band.high_ratio, low=band.low_gib, high=band.high_gib,
+              wide=WIDE)]
 
 
 def memory_chart(memory: MemoryBreakdown, hbm_gb: float, indent: str = "     ") -> list[str]:
@@ -247,6 +265,7 @@ def candidate_text(rank: int, c: Candidate, hw: Hardware, tokens: float | None =
     lines.append(t("planner.memory_title", stage=t(f"planner.stage.{c.memory.stage}"), total=c.memory.total,
                    hbm=hw.hbm_gb, limit=HEADROOM * hw.hbm_gb, headroom=1 - HEADROOM))
     lines.extend(memory_chart(c.memory, hw.hbm_gb))
+    lines.extend(memory_band_lines(c.memory, arch))
     lines.extend(evidence_lines(c))
     note = rank_note(rank - 1, ranked) if ranked else None
     if note:
