@@ -29,16 +29,16 @@ from mbridge_launch.knowledge.hardware import get_hardware  # noqa: E402
 from mbridge_launch.knowledge.models import load_arch  # noqa: E402
 from mbridge_launch.plan.shipped import with_recipe_settings  # noqa: E402
 from mbridge_launch.planner.memory import GRAD_BYTES, HEADROOM, estimate_memory  # noqa: E402
+from mbridge_launch.planner.recipe_settings import applied, memory_settings  # noqa: E402
 from mbridge_launch.recommend.build import _recipe_layout  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## Recipe memory (`python benchmarks/recipe_memory.py`)"
 # Settings the memory model does not represent; a recipe that relies on one is reported, not fitted.
-UNMODELLED = ("fine_grained_activation_offloading", "offload_modules")
-# Recipe modules that set optimizer.use_precision_aware_optimizer (bf16 Adam moments / main grads),
-# read from the 0.6.2 wheel's recipe sources: the catalog does not record the setting.
-PRECISION_AWARE_MODULES = ("qwen.h100.qwen3_moe", "qwen.h100.qwen3", "glm.", "moonlight.", "nemotronh.h100.nemotron_3_nano_4b",
-                           "nemotronh.h100.nemotron_3_super", "minimax.", "deepseek.gb200.deepseek_v4", "deepseek.h100.deepseek_v4")
+# (Fine-grained activation offloading, CPU offloading, the precision-aware optimizer's dtypes,
+# optimizer CPU offload, the gradient dtype, CUDA graphs and fused cross entropy are modelled:
+# planner.recipe_settings reads them from the catalog.)
+UNMODELLED: tuple[str, ...] = ()
 
 
 FINDINGS = [
@@ -61,10 +61,12 @@ FINDINGS = [
     "gradients or optimizer state. The allowance (3 GiB + 5% of the rest, 6.5-8.5 GiB at 80 GB) is within the "
     "CUDA context, NCCL buffers and allocator slack Megatron runs with; lowering it would move only the four "
     "recipes within 3 GiB of the limit."),
-    ("- **Recipes that rely on a setting the model lacks:** the precision-aware optimizer "
-    "(`use_precision_aware_optimizer`, bf16 moments/main grads: Qwen3 MoE and dense H100, GLM-4.5, Moonlight, "
-    "Nemotron-3 Nano 4B/Super, MiniMax, DeepSeek-V4 modules) and fine-grained activation offloading; the catalog "
-    "records neither the optimizer dtypes nor `optimizer_cpu_offload`, so these are estimated at fp32 state."),
+    ("- **Recipe settings (issue 34):** the catalog now records and the model charges CPU activation offloading "
+    "(`cpu_offloading_num_layers`), fine-grained `offload_modules`, the precision-aware optimizer's dtypes (bf16 "
+    "moments; an fp32 master kept as its 16-bit remainder), optimizer CPU offload, `grad_reduce_in_fp32`, per-layer "
+    "CUDA graphs' static buffers and fused cross entropy (`mbridge_launch/planner/recipe_settings.py`). The "
+    "earlier list of 'precision-aware' recipe modules was wrong for GLM-4.5, Qwen3 and Moonlight H100 recipes: "
+    "their 0.6.2 configs keep fp32 Adam state."),
     ("- **Recipes that do not fit as shipped by physics, not by a constant:** static memory alone (weights + fp32 "
     "gradients + sharded optimizer) above 80 GB: llama3_8b/llama31_8b pretrain on 2 H100 (8.0B params x (2 + 4 + "
     "12/2) bytes = 89.7 GiB; H200's 141 GB fits it), qwen3_next_80b PEFT on 1 H100 (147 GiB of bf16 weights); "
@@ -98,16 +100,14 @@ def settings_text(recipe: Any, layout: Any) -> str:
         parts.append("no dist-opt")
     if recipe.peft_scheme:
         parts.append(recipe.peft_scheme)
+    parts += [f"{name}={value}" for name, value in applied(memory_settings(recipe.features, recipe.precision or "bf16"))]
     parts.append(recipe.precision or "bf16")
     return ", ".join(parts)
 
 
 def unmodelled(recipe: Any) -> list[str]:
     features = recipe.features or {}
-    out = [k for k in UNMODELLED if features.get(k)]
-    if any((recipe.module or "").removeprefix("megatron.bridge.recipes.").startswith(m) for m in PRECISION_AWARE_MODULES):
-        out.append("precision-aware optimizer (module)")
-    return out
+    return [k for k in UNMODELLED if features.get(k)]
 
 
 def estimate(recipe: Any) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from typing import Any
 from mbridge_launch.base.i18n import Msg, msg
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
 from mbridge_launch.plan import settings
+from mbridge_launch.planner.recipe_settings import memory_settings
 
 # An H100 recipe on H200 is the same system with more HBM (H200 recipes do not exist in 0.6.2).
 SAME_SYSTEM = {("h100", "h200")}
@@ -47,7 +48,8 @@ def is_shipped_request(recipe: Any, *, gpus: int | None, gpu_type: str, seq_leng
 def with_recipe_settings(layout: Any, recipe: Any) -> Any:
     """The recipe's memory-relevant settings that its Layout (recommend's `_recipe_layout`) leaves
     at the planner's defaults: the distributed optimizer (off in some recipes, which then keep
-    all 12 bytes of optimizer state per parameter) and uneven first/last pipeline stages."""
+    all 12 bytes of optimizer state per parameter), uneven first/last pipeline stages and the
+    settings of planner.recipe_settings.memory_settings."""
     features = recipe.features or {}
     changes: dict[str, Any] = {}
     dist = distributed_optimizer(recipe)
@@ -57,6 +59,11 @@ def with_recipe_settings(layout: Any, recipe: Any) -> Any:
     last = features.get("num_layers_in_last_pipeline_stage")
     if (first is not None or last is not None) and not layout.uneven_pp and layout.pp > 1:
         changes.update(uneven_pp=True, first_stage_layers=first, last_stage_layers=last)
+    # what the recipe runs besides its layout: offloading, optimizer and gradient dtypes, CUDA
+    # graphs, fused cross entropy (planner.recipe_settings); a field the caller set stays
+    for name, value in memory_settings(features, recipe.precision or "bf16").items():
+        if getattr(layout, name, None) is None:
+            changes[name] = value
     return replace(layout, **changes) if changes else layout
 
 
