@@ -248,6 +248,20 @@ def catalog_entries(directory: str | Path | None = None, problems: list[UserErro
     return [found[v] for v in sorted(found, key=_version_key)]
 
 
+def companion_file(name: str, directory: str | Path | None = None) -> Path:
+    """A file that goes with a catalog version (config-fields-<version>.json): in `directory` when
+    given, else in the first of the catalog folders holding it, else where the package would."""
+    from mbridge_launch.base.data_dirs import catalog_folders
+
+    if directory is not None:
+        return Path(directory) / name
+    folders = catalog_folders()
+    for folder in folders:
+        if (folder.path / name).is_file():
+            return folder.path / name
+    return folders[-1].path / name
+
+
 def available_versions(directory: str | Path | None = None) -> list[str]:
     """Megatron Bridge versions with a catalog file, oldest first."""
     return [entry.version for entry in catalog_entries(directory)]

@@ -117,9 +117,9 @@ def _join(a: Any, b: Any) -> Any:
 
 
 def fields_file(version: str, directory: str | Path | None = None) -> Path:
-    from mbridge_launch.knowledge.catalog import _catalog_dir
+    from mbridge_launch.knowledge.catalog import companion_file
 
-    return _catalog_dir(directory) / file_name(version)
+    return companion_file(file_name(version), directory)  # beside a synced catalog, or the package's
 
 
 def load_field_tree(version: str, directory: str | Path | None = None) -> FieldTree | None:
