@@ -8,6 +8,7 @@ Executors and recommend share this, so the command a user sees is the one that r
 from __future__ import annotations
 
 from mbridge_launch.base.quoting import sh_join
+from mbridge_launch.knowledge.bridge_releases import explicit_batch_overrides
 from mbridge_launch.plan.model import Plan
 
 
@@ -66,12 +67,15 @@ def recipe_selector(plan: Plan) -> str:
 
 def trainer_args(plan: Plan) -> list[str]:
     """Arguments after the entry script: --recipe, --mode, --dataset, then KEY=VALUE overrides
-    (dataset fields, checkpoint paths, then the plan's overrides in order: later ones win)."""
+    (dataset fields, checkpoint paths, the global batch where the release weak-scales, then the
+    plan's overrides in order: later ones win)."""
     args = ["--recipe", recipe_selector(plan)]
     if plan.recipe.kind == "library":
         args += ["--mode", plan.mode, "--dataset", plan.dataset.selector]
     args += dataset_overrides(plan)
     args += checkpoint_overrides(plan)
+    # a release that weak-scales an implicit batch (0.7) gets the Plan's own, written out
+    args += explicit_batch_overrides(plan.catalog.version, plan.parallelism.gbs, {o.key for o in plan.overrides})
     args += [f"{o.key}={o.value}" for o in plan.overrides]
     return args
 
