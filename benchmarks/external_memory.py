@@ -16,8 +16,9 @@ gradients, optimizer, activations, logits, FP8 copies, dispatcher) WITHOUT the p
 reported beside it: on these tiny models the allowance is most of it.
 
 The band: per regime (model kind), the 5th and 95th percentiles of measured / predicted - 1 on
-this set; its held-out coverage is measured by grouped 5-fold cross-validation (a case's H100 and
-GB200 runs stay in one fold): the band of four folds is checked on the fifth. With --write (the
+the rows the planner can express (no setting the memory model lacks); its held-out coverage is
+measured by grouped 5-fold cross-validation over architectures (all runs of one model stay in one
+fold): the band of four folds is checked on the fifth. With --write (the
 default) the band goes to catalog/memory-band.json (the wheel reads it: planner/memory_band.py)
 and the figures to the section "External memory set" of benchmarks/RESULTS.md. Nothing in the
 wheel's constants is fitted on this set; the band only reports its error.
@@ -102,21 +103,29 @@ def band_for(table: dict[str, dict[str, Any]], kind: str) -> dict[str, Any]:
     return entry if entry and entry["rows"] >= MIN_REGIME_ROWS else table["all"]
 
 
-def cross_validated_coverage(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Grouped k-fold: fold = a stable hash of the case name, so one case never sits on both sides."""
-    cases = sorted({row["case"] for row in rows})
-    fold_of = {case: i % FOLDS for i, case in enumerate(cases)}
-    hits: dict[str, list[bool]] = defaultdict(list)
+def cross_validated_coverage(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Grouped k-fold over architectures (a model's runs, every layout and platform, sit in one fold):
+    the band of the other folds' band rows, checked on the held-out fold. Two figures per regime:
+    `band_rows` (held-out rows the planner can express, the band's own population) and `all_rows`
+    (held-out rows with settings the model lacks too)."""
+    groups = sorted({row["group"] for row in rows})
+    fold_of = {group: i % FOLDS for i, group in enumerate(groups)}
+    hits: dict[str, dict[str, list[bool]]] = {"band_rows": defaultdict(list), "all_rows": defaultdict(list)}
     for fold in range(FOLDS):
-        train = [row for row in rows if fold_of[row["case"]] != fold]
+        train = [row for row in rows if fold_of[row["group"]] != fold and not row["lacks"]]
+        if not train:
+            continue
         table = bands(train)
         for row in rows:
-            if fold_of[row["case"]] == fold:
-                b = band_for(table, row["kind"])
-                inside = b["low"] <= row["ratio_err"] <= b["high"]
-                hits[row["kind"]].append(inside)
-                hits["all"].append(inside)
-    return {k: {"rows": len(v), "coverage": round(sum(v) / len(v), 4)} for k, v in sorted(hits.items())}
+            if fold_of[row["group"]] != fold:
+                continue
+            b = band_for(table, row["kind"])
+            inside = b["low"] <= row["ratio_err"] <= b["high"]
+            for name in ("all_rows",) + (() if row["lacks"] else ("band_rows",)):
+                hits[name][row["kind"]].append(inside)
+                hits[name]["all"].append(inside)
+    return {name: {k: {"rows": len(v), "coverage": round(sum(v) / len(v), 4)} for k, v in sorted(h.items())}
+            for name, h in hits.items()}
 
 
 def in_sample_coverage(rows: list[dict[str, Any]], table: dict[str, dict[str, Any]]) -> float:
@@ -136,7 +145,8 @@ def evaluate(data: dict[str, Any], limit: Optional[int] = None) -> tuple[list[di
         last, allocator = predict(r)
         measured = raw["peak_max_allocated_gib"]
         used.append({
-            "id": raw["id"], "case": raw["case"], "platform": raw["platform"], "kind": r.kind, "tags": r.tags,
+            "id": raw["id"], "case": raw["case"], "group": architecture_key(r), "platform": raw["platform"],
+            "kind": r.kind, "tags": r.tags,
             "lacks": r.lacks, "settings": memory_rows.describe(r), "measured": measured,
             "predicted": allocator, "planner_total": last.total, "allowance": last.allowance,
             "err": allocator / measured - 1.0, "total_err": last.total / measured - 1.0,
@@ -144,6 +154,13 @@ def evaluate(data: dict[str, Any], limit: Optional[int] = None) -> tuple[list[di
             "params_b": r.arch.total_params_reference, "source": raw["source"]["golden"],
         })
     return used, dict(skipped)
+
+
+def architecture_key(r: memory_rows.Request) -> str:
+    """The model a row trains, whatever its layout: the unit the held-out folds keep together."""
+    a = r.arch
+    return (f"L{a.num_layers} h{a.hidden_size} n{a.num_attention_heads} g{a.kv_groups} f{a.ffn_hidden_size} "
+            f"e{a.num_moe_experts or 0}x{a.moe_ffn_hidden_size or 0} mla{int(a.is_mla)} {a.hybrid_layer_pattern or ''}")
 
 
 def _fmt(s: dict[str, Any]) -> str:
@@ -215,19 +232,26 @@ def report(used: list[dict[str, Any]], skipped: dict[str, int], source: dict[str
         lines.append(f"| {u['id']} | {u['settings']} | {', '.join(u['lacks']) or '-'} | {u['measured']:.2f} | "
                      f"{u['predicted']:.2f} | {u['err']:+.0%} |")
     lines.append("")
+    n_groups = len({u["group"] for u in used})
     lines.append("**Memory band** (`catalog/memory-band.json`, written by this script; printed by `plan` and "
                  "`estimate`): per regime the 5th-95th percentile of measured / predicted - 1 of the modelled "
-                 f"components (a regime with under {MIN_REGIME_ROWS} rows uses all rows). A band wider than "
-                 f"{WIDE:.0%} is shown as no reliable estimate. Coverage of the p90 band, held out (grouped "
-                 f"{FOLDS}-fold by case; target >= {TARGET_COVERAGE:.0%}):")
+                 "components, on the rows the planner can express (no setting the model lacks: "
+                 f"{sum(not u['lacks'] for u in used)} rows; a regime with under {MIN_REGIME_ROWS} rows uses all "
+                 f"of them). A band wider than {WIDE:.0%} is printed as no reliable estimate. Coverage of the p90 "
+                 f"band held out: grouped {FOLDS}-fold over the {n_groups} architectures (a model's runs, every "
+                 "layout and platform, never on both sides), the band of four folds checked on the fifth; target "
+                 f">= {TARGET_COVERAGE:.0%}.")
     lines.append("")
-    lines.append("| regime | rows | band (p5 .. p95) | median | held-out coverage |")
-    lines.append("|---|---|---|---|---|")
+    lines.append("| regime | band rows | band (p5 .. p95) | median | held-out coverage, band rows | "
+                 "held-out coverage, all rows |")
+    lines.append("|---|---|---|---|---|---|")
     for regime, entry in table.items():
-        c = cv.get(regime, {})
-        cov = f"{c['coverage']:.0%} of {c['rows']}" if c else "-"
+        cells = []
+        for name in ("band_rows", "all_rows"):
+            c = (cv.get(name) or {}).get(regime)
+            cells.append(f"{c['coverage']:.0%} of {c['rows']}" if c else "-")
         lines.append(f"| {regime} | {entry['rows']} | {entry['low']:+.0%} .. {entry['high']:+.0%} | "
-                     f"{entry['median']:+.0%} | {cov} |")
+                     f"{entry['median']:+.0%} | {cells[0]} | {cells[1]} |")
     lines.append("")
     lines.append("Other held-out sources: the repository holds no NVIDIA-side MEASURED memory (the calibration "
                  "CSV has throughput only; `memory_vs_bridge.py` compares two formulas, `recipe_memory.py` has no "
@@ -248,8 +272,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not used:
         print("no usable rows")
         return 1
-    table = bands(used)
-    cv = cross_validated_coverage(used) if len({u["case"] for u in used}) >= FOLDS else {}
+    band_rows = [u for u in used if not u["lacks"]]
+    table = bands(band_rows) if band_rows else {}
+    cv = cross_validated_coverage(used) if len({u["group"] for u in used}) >= FOLDS else {}
     root = Path(__file__).resolve().parent.parent
     try:
         measured_at = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], check=True,
@@ -267,7 +292,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             "measure": "measured allocator peak / predicted modelled components (allowance excluded) - 1",
             "quantiles": list(QUANTILES), "min_regime_rows": MIN_REGIME_ROWS,
             "regimes": table, "held_out_coverage": cv,
-            "in_sample_coverage": round(in_sample_coverage(used, table), 4),
+            "in_sample_coverage": round(in_sample_coverage(band_rows, table), 4),
+            "band_rows": "rows without a setting the memory model lacks (memory_rows._lacks)",
         }
         BAND_FILE.write_text(json.dumps(band, indent=1) + "\n", encoding="utf-8")
     return 0

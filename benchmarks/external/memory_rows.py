@@ -283,6 +283,10 @@ def _lacks(args: dict[str, Any]) -> list[str]:
         out.append("partial_dist_opt")
     if args.get("transformer-impl") == "local":
         out.append("local_impl")
+    if args.get("attention-backend") == "unfused" or args.get("transformer-impl") == "local":
+        # unfused core attention keeps the s x s scores, softmax and dropout mask per head: the
+        # memory model assumes flash/fused attention (no s^2 term)
+        out.append("unfused_attention")
     if args.get("moe-latent-size"):
         out.append("moe_latent")
     return out
