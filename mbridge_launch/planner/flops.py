@@ -136,18 +136,9 @@ def _peft(arch: ModelArch, parts: FlopsPerToken, rank: int, n_mlp: int, n_moe: i
     """Frozen base: forward + data gradient only (2/3 of each GEMM); attention core unchanged
     (its backward is needed for the activations' gradients); adapters trained (x3, rank r)."""
     frozen = 2.0 / 3.0
-    h = arch.hidden_size
-    d = arch.head_dim
-    n, g = arch.num_attention_heads, arch.kv_groups
-    # LoRA on linear_qkv, linear_proj, linear_fc1, linear_fc2 (Megatron Bridge default targets):
-    # an adapter on an (in x out) matrix costs 2 x r x (in + out) per token forward.
-    qkv = h + d * (n + 2 * g)
-    proj = n * d + h
-    fc1 = h + (2 if arch.gated_linear_unit else 1) * (arch.ffn_hidden_size or 0)
-    fc2 = (arch.ffn_hidden_size or 0) + h
-    efc1 = h + (2 if arch.gated_linear_unit else 1) * arch.expert_ffn
-    efc2 = arch.expert_ffn + h
-    per_token = n_attn * (qkv + proj) + n_mlp * (fc1 + fc2) + n_moe * (arch.moe_router_topk or 0) * (efc1 + efc2)
+    attn, mlp, expert = _adapter_widths(arch)
+    # an adapter on an (in x out) matrix costs 2 x r x (in + out) per token forward
+    per_token = n_attn * attn + n_mlp * mlp + n_moe * (arch.moe_router_topk or 0) * expert
     adapters = 6 * rank * per_token
     if goal == "dora":
         adapters *= 1.5  # DoRA: magnitude scaling and the column norm of W + BA on top of LoRA
@@ -160,3 +151,36 @@ def _peft(arch: ModelArch, parts: FlopsPerToken, rank: int, n_mlp: int, n_moe: i
         logits=parts.logits * frozen,
         adapters=adapters,
     )
+
+
+def _adapter_widths(arch: ModelArch) -> tuple[float, float, float]:
+    """in + out of the adapted matrices of one attention layer, one dense MLP and one routed
+    expert: LoRA on linear_qkv, linear_proj, linear_fc1, linear_fc2 (Megatron Bridge's default
+    targets); an adapter of rank r on an (in x out) matrix holds r x (in + out) weights."""
+    h = arch.hidden_size
+    d = arch.head_dim
+    n, g = arch.num_attention_heads, arch.kv_groups
+    glu = 2 if arch.gated_linear_unit else 1
+    ffn = arch.ffn_hidden_size or 0
+    attn = (h + d * (n + 2 * g)) + (n * d + h)
+    mlp = (h + glu * ffn) + (ffn + h)
+    expert = (h + glu * arch.expert_ffn) + (arch.expert_ffn + h)
+    return attn, mlp, expert
+
+
+def trained_params(arch: ModelArch, goal: str, rank: int = LORA_DEFAULT_RANK) -> tuple[float, float] | None:
+    """(dense, routed-expert) parameters that get gradients and optimizer state under `goal`, or
+    None when every weight trains (pretraining, SFT). PEFT (LoRA/DoRA) trains its adapters only:
+    the frozen base has no gradient to reduce across data-parallel ranks and no optimizer step,
+    which at a few micro-batches per step is most of what a pretraining model charges per step
+    (70B: a 280 GB gradient reduce-scatter against 0.1 GB of adapters)."""
+    if recipe_task(goal) != "peft":
+        return None
+    attn, mlp, expert = _adapter_widths(arch)
+    counts = arch.layer_counts()
+    n_attn = counts["attention"] + (arch.mtp_num_layers if not arch.is_hybrid else 0)
+    dense = rank * (n_attn * attn + counts["mlp"] * mlp)
+    routed = rank * counts["moe"] * (arch.num_moe_experts or 0) * expert
+    if goal == "dora":  # DoRA adds one magnitude per output column of each adapted matrix
+        dense *= 1.0 + 1.0 / (2 * rank)
+    return dense, routed

@@ -12,7 +12,8 @@ Per micro-batch and pipeline stage (forward + backward):
             time per layer (CAL.layer_latency_s), hidden while GPU work is longer and exposed when
             layers are short; the dropless-MoE host sync per MoE layer (CAL.moe_sync_s); both host
             round trips scaled by the host (CAL.host_latency: Grace over NVLink-C2C vs x86). Full
-            recompute repeats the forward (x4/3), selective a few percent.
+            recompute repeats the forward (x4/3; x3/2 for the GEMMs of frozen PEFT weights, which
+            have no weight gradient), selective a few percent.
   comms     TP (sequence-parallel all-gather/reduce-scatter), CP (KV ring exchange) and EP
             (all-to-all dispatch/combine) over NVLink when the group sits inside one NVLink
             domain, else the network; overlap hides CAL.*_exposed of it at most, never more than
@@ -24,6 +25,9 @@ without interleaving, CAL.tp_exposed of it with VP > 1, which overlaps it), the 
 reduce-scatter / parameter all-gather (hierarchical: NVLink inside a domain, every GPU's NIC
 across; plus CAL.ring_step_s per ring step and bucket) not hidden behind the last micro-batch,
 Megatron-FSDP's per-micro-batch gathers (CAL.fsdp_exposed), and the optimizer step (HBM-bound).
+Under PEFT (LoRA/DoRA) only the adapters get gradients and optimizer state: the data-parallel
+reduction and the optimizer step cover them alone (flops.trained_params), which at a few
+micro-batches per step is most of what a full-weight model would charge.
 Every term is a time added to GEMM time at or below peak: no estimate exceeds the peak, and
 an estimate above MFU_CEILING of its precision is clamped to it (StepEstimate.mfu_capped says so).
 The constants are fitted by benchmarks/fit_constants.py on the published benchmark rows, each
@@ -39,7 +43,7 @@ from typing import Any
 from mbridge_launch.base.i18n import t
 from mbridge_launch.knowledge.hardware import Hardware
 from mbridge_launch.knowledge.models import ModelArch
-from mbridge_launch.planner.flops import FlopsPerToken, flops_per_token
+from mbridge_launch.planner.flops import FlopsPerToken, flops_per_token, trained_params
 from mbridge_launch.planner.pipeline_split import EVEN, split_of
 from mbridge_launch.planner.rules import Layout, recompute_share, stage_layers
 
@@ -345,6 +349,13 @@ class _StepModel:
         self.moe_sync = 0.0 if moe_token_drop else self.moe_layers * cal.moe_sync_s * self.host
         self.dense_total = arch.total_params - arch.expert_total_params
         self.expert_total = arch.expert_total_params
+        # the weights that get gradients and an optimizer step: all of them, or under PEFT the
+        # adapters only (flops.trained_params); Megatron's DDP buckets hold trained weights only
+        trained = trained_params(arch, goal)
+        self.dense_trained, self.expert_trained = trained if trained is not None else (self.dense_total, self.expert_total)
+        # forward share of a weight GEMM's training work: forward, data gradient and weight
+        # gradient are equal thirds; a frozen weight has no weight gradient, so its forward is half
+        self.gemm_forward_share = _FROZEN_FORWARD if trained is not None else _FULL_EXTRA
         mla = arch.mla
         if mla is not None:
             self.kv_width = arch.num_attention_heads * ((mla.qk_head_dim or 0) + (mla.qk_pos_emb_head_dim or 0) + (mla.v_head_dim or 0))
@@ -381,13 +392,15 @@ class _StepModel:
             moe_rate = self.peak_bf16 * cal.moe_eff * per_expert / (per_expert + cal.moe_half_tokens)
             moe_rate = min(moe_rate * (cal.moe_lowp_gain if self.low_precision else 1.0), gemm_rate)
         recompute_factor = _recompute_factor(L, arch.num_layers)
-        per_tok_gemm = (fl.gemm - fl.logits) * recompute_factor + fl.logits
+        # the weight GEMMs repeat their forward, a larger share of their work when frozen (PEFT)
+        gemm_factor = _recompute_factor(L, arch.num_layers, self.gemm_forward_share)
+        per_tok_gemm = (fl.gemm - fl.logits) * gemm_factor + fl.logits
         scale = tokens_mb / split
-        t_gemm = (per_tok_gemm + fl.mamba * recompute_factor) * scale / gemm_rate
+        t_gemm = (per_tok_gemm + fl.mamba * gemm_factor) * scale / gemm_rate
         # flash attention loses efficiency on short chunks: CP splits each sequence into 2 x CP
         chunk = seq / (2 * cp)
         t_attn = fl.attn_core * recompute_factor * scale / self.attn_rate * (chunk + cal.attn_half_tokens) / chunk
-        t_moe = fl.moe * recompute_factor * scale / moe_rate if fl.moe else 0.0
+        t_moe = fl.moe * gemm_factor * scale / moe_rate if fl.moe else 0.0
         # recompute repeats the forward's element-wise work and kernel launches as well
         t_elem = cal.elementwise * self.elem * scale / (hw.hbm_tbps * 1e12) * recompute_factor
         compute_all = t_gemm + t_attn + t_moe + t_elem  # whole model, one micro-batch
@@ -449,27 +462,34 @@ class _StepModel:
         # Data parallel: distributed-optimizer reduce-scatter (grads) + all-gather (bf16 params)
         dense = self.dense_total / (tp * pp)
         expert = self.expert_total / (pp * L.ep * L.etp_size)
+        dense_trained = self.dense_trained / (tp * pp)
+        expert_trained = self.expert_trained / (pp * L.ep * L.etp_size)
         edp = L.edp
         ep_stride = L.ep * L.etp_size
         if L.fsdp:
             # Megatron-FSDP: gather params for forward and backward and reduce-scatter grads every
             # micro-batch (FP8 runs gather FP8 params); prefetching hides it behind compute
-            unit = (1.0 if self.low_precision else 2.0) * 2 + self.grad_bytes
-            per_mb = _ring_time(dense * unit, dp * cp, tp, hw, cal) + _ring_time(expert * unit, edp, ep_stride, hw, cal)
+            # (frozen PEFT bases are sharded and gathered too, but reduce no gradient)
+            gather = (1.0 if self.low_precision else 2.0) * 2
+            per_mb = (_ring_time(dense * gather + dense_trained * self.grad_bytes, dp * cp, tp, hw, cal)
+                      + _ring_time(expert * gather + expert_trained * self.grad_bytes, edp, ep_stride, hw, cal))
             # one gather forward, one backward and one reduce-scatter per layer of the stage
             stage_layers = self.layers / pp
             per_mb += (_ring_latency(3 * stage_layers, dp * cp, tp, hw, cal)
                        + (_ring_latency(3 * stage_layers, edp, ep_stride, hw, cal) if self.expert_total else 0.0))
             t_dp = m * max(per_mb * cal.fsdp_exposed, per_mb - t_stage)
         else:
-            unit = 2.0 + self.grad_bytes  # gradients reduce-scattered, bf16 params all-gathered
-            full = _ring_time(dense * unit, dp * cp, tp, hw, cal) + _ring_time(expert * unit, edp, ep_stride, hw, cal)
+            # gradients reduce-scattered, bf16 params all-gathered: the trained weights only
+            unit = 2.0 + self.grad_bytes
+            full = (_ring_time(dense_trained * unit, dp * cp, tp, hw, cal)
+                    + _ring_time(expert_trained * unit, edp, ep_stride, hw, cal))
             # a reduce-scatter and an all-gather per bucket
-            full += (_ring_latency(2 * _buckets(dense, dp * cp), dp * cp, tp, hw, cal)
-                     + _ring_latency(2 * _buckets(expert, edp), edp, ep_stride, hw, cal))
+            full += (_ring_latency(2 * _buckets(dense_trained, dp * cp), dp * cp, tp, hw, cal)
+                     + _ring_latency(2 * _buckets(expert_trained, edp), edp, ep_stride, hw, cal))
             t_dp = max(full * cal.dp_exposed, full - t_stage)
         sharded = L.distributed_optimizer or L.fsdp
-        shard = dense / max(dp * cp, 1) + expert / max(edp, 1) if sharded else dense + expert
+        shard = (dense_trained / max(dp * cp, 1) + expert_trained / max(edp, 1) if sharded
+                 else dense_trained + expert_trained)
         t_opt = shard * 30.0 / (hw.hbm_tbps * 1e12 * 0.7)
 
         step = t_pipe + t_dp + t_opt
@@ -524,9 +544,13 @@ def _slowest_stage_layers(layers: int, pp: int, vp: int, head: float, L: Layout)
 
 _SELECTIVE_FACTOR = 1.03
 _FULL_EXTRA = 1.0 / 3.0  # full recompute repeats the forward: +1/3 of forward + backward
+# frozen weights (PEFT): forward + data gradient only, so repeating the forward adds 1/2, not 1/3
+_FROZEN_FORWARD = 1.0 / 2.0
 
 
-def _recompute_factor(L: Layout, num_layers: int) -> float:
+def _recompute_factor(L: Layout, num_layers: int, forward_share: float = _FULL_EXTRA) -> float:
+    """The work of a micro-batch with recompute over the work without: full recompute repeats the
+    forward (`forward_share` of the work) of the layers it covers."""
     if L.recompute == "selective":
         return _SELECTIVE_FACTOR
-    return 1.0 + _FULL_EXTRA * recompute_share(num_layers, L)
+    return 1.0 + forward_share * recompute_share(num_layers, L)
