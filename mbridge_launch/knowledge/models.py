@@ -68,7 +68,16 @@ class ModelArch:
     moe_ffn_hidden_size: int | None = None
     moe_shared_expert_intermediate_size: int | None = None
     moe_first_dense_layers: int = 0
+    # LatentMoE (Nemotron 3 Super/Ultra): routed experts run in a narrower latent space, entered and
+    # left through one hidden<->latent projection pair per MoE layer; None: experts run at hidden_size
+    moe_latent_size: int | None = None
     mla: MLA | None = None  # None: ordinary multi-head / grouped-query attention
+    # Megatron's multi_latent_attention flag where the catalog models the attention without MLA
+    # ranks (DeepSeek-V4's compressed attention runs on Megatron's MLA path: the provider sets it,
+    # so recompute module mla_up_proj applies); None: it follows `mla`
+    multi_latent_attention: bool | None = None
+    # Manifold-constrained hyper-connections (DeepSeek-V4 mHC): residual streams per layer, 0 = none
+    hyper_connection_streams: int = 0
     # Multi-token prediction (DeepSeek-V3, GLM): extra decoder layers that predict later tokens
     mtp_num_layers: int = 0
     # Hybrid Mamba (Nemotron-H): M = Mamba, * = attention, - = MLP, E = MoE
@@ -116,6 +125,17 @@ class ModelArch:
     @property
     def is_mla(self) -> bool:
         return self.mla is not None
+
+    @property
+    def uses_mla_path(self) -> bool:
+        """Whether Megatron builds the attention with multi_latent_attention (what makes the
+        recompute module mla_up_proj valid), whether or not the catalog models its ranks."""
+        return self.mla is not None if self.multi_latent_attention is None else self.multi_latent_attention
+
+    @property
+    def expert_width(self) -> int:
+        """The width routed experts compute in: the latent size of a LatentMoE, else hidden_size."""
+        return self.moe_latent_size or self.hidden_size
 
     @property
     def is_hybrid(self) -> bool:
@@ -204,20 +224,22 @@ class ModelArch:
 
     @cached_property
     def _cached_expert_params(self) -> int:
-        """One routed expert."""
+        """One routed expert (in the latent space of a LatentMoE)."""
         mats = 3 if self.gated_linear_unit else 2
-        return mats * self.hidden_size * self.expert_ffn
+        return mats * self.expert_width * self.expert_ffn
 
     def moe_layer_params(self) -> tuple[int, int]:
         return self._cached_moe_layer_params
 
     @cached_property
     def _cached_moe_layer_params(self) -> tuple[int, int]:
-        """(parameters that every EP rank holds: router, shared expert, norm; routed experts)."""
+        """(parameters that every EP rank holds: router, shared expert, norm, a LatentMoE's
+        hidden<->latent projections; routed experts)."""
         mats = 3 if self.gated_linear_unit else 2
         h = self.hidden_size
         shared = mats * h * (self.moe_shared_expert_intermediate_size or 0)
-        return shared + h * (self.num_moe_experts or 0) + h, self.expert_params() * (self.num_moe_experts or 0)
+        latent = 2 * h * self.moe_latent_size if self.moe_latent_size else 0
+        return shared + latent + h * (self.num_moe_experts or 0) + h, self.expert_params() * (self.num_moe_experts or 0)
 
     def mamba_params(self) -> int:
         return self._cached_mamba_params
@@ -473,8 +495,52 @@ def _is_local_path(text: str) -> bool:
         return False
 
 
+# Megatron Bridge's diffusion recipe families (recipes/flux, recipes/wan): image and video
+# generators whose DiT blocks, text encoders and VAE the planner's decoder model does not describe.
+DIFFUSION_FAMILIES = ("flux", "wan")
+
+
+# Recipe models with no architecture of their own: the recipe builds a bare GPTModelProvider
+# (num_layers=0 ...) whose sizes the user sets with overrides.
+TEMPLATE_MODELS = ("vanilla_gpt",)
+
+
+def is_diffusion(model: str) -> bool:
+    """Whether `model` is a recipe model of a diffusion family (flux_12b, wan_1_3b_text2video)."""
+    token = (model or "").strip().lower()
+    return any(token == family or token.startswith(family + "_") for family in DIFFUSION_FAMILIES)
+
+
+def cached_config_for(text: str | None) -> str | None:
+    """The local Hugging Face cache's config.json for what the user typed, when the catalog cannot
+    plan it: an HF id ('org/name') outside the catalog, or one whose catalog architecture is
+    missing or incomplete (the model's own config.json then says what the catalog lacks).
+    None when the catalog plans it, when the text is no HF id, or when nothing is cached
+    (nothing is downloaded)."""
+    from mbridge_launch.knowledge.hf_cache import cached_hf_config
+
+    query = (text or "").strip()
+    if query.count("/") != 1 or _written_as_path(query) or _is_local_path(query):
+        return None
+    try:
+        token = resolve_model(query)
+    except UserError as exc:
+        if exc.key not in UNKNOWN_MODEL_KEYS:
+            return None
+    else:
+        arch = load_arch(token)
+        if arch is not None and arch.complete:
+            return None
+    cached = cached_hf_config(query)
+    return None if cached is None else str(cached)
+
+
 def require_planning_arch(arch: ModelArch | None, model: str) -> ModelArch:
     """The architecture, complete enough for memory and FLOPs, else a UserError that says why."""
+    if is_diffusion(model):  # before any missing field: the planner does not lay these out at all
+        raise UserError("models.diffusion", model=model)
+    if arch is None and model in TEMPLATE_MODELS:
+        raise UserError("models.template", model=model)
     if arch is None:
         raise UserError("models.no_arch", model=model)
     if arch.missing:

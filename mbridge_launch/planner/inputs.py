@@ -9,7 +9,14 @@ from typing import Any
 
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.knowledge.hardware import Hardware, get_hardware
-from mbridge_launch.knowledge.models import ModelArch, load_arch, local_model_path, require_planning_arch, resolve_model
+from mbridge_launch.knowledge.models import (
+    ModelArch,
+    cached_config_for,
+    load_arch,
+    local_model_path,
+    require_planning_arch,
+    resolve_model,
+)
 from mbridge_launch.knowledge.vocabulary import normalize_goal, normalize_precision, recipe_task
 
 
@@ -66,6 +73,8 @@ def resolve(model_text: str, gpu_type: str, precision: str | None, goal: str | N
     hardware.check_precision(prec)
     if not hf_config and local_model_path(model_text):
         hf_config, model_text = model_text, ""  # --model /path/to/checkpoint, like from_pretrained
+    elif not hf_config:
+        hf_config = cached_config_for(model_text)  # an HF id the catalog cannot plan, cached locally
     if hf_config:
         from mbridge_launch.knowledge.hf_config import arch_from_hf_config
 

@@ -8,8 +8,12 @@ One mapping each way:
 
 Megatron Core 0.19.2 (transformer_config.py TransformerConfig.__post_init__): recompute_modules
 None means ["core_attn"]; allowed names are ALLOWED; "moe_act" needs moe_grouped_gemm,
-"mla_up_proj" needs multi_latent_attention, fp8 delayed scaling refuses "moe_act" and
-"layernorm", "shared_experts" is refused with moe_shared_expert_overlap.
+"mla_up_proj" needs multi_latent_attention (set by the MLA providers and by DeepSeek-V4's, whose
+compressed attention the catalog models without MLA ranks: ModelArch.uses_mla_path), fp8 delayed
+scaling refuses "moe_act" and "layernorm", "shared_experts" is refused with
+moe_shared_expert_overlap. "mhc" (DeepSeek-V4's hyper-connection mixing) is not in 0.19.2's list:
+the V4 recipes of Megatron Bridge 0.6.2 use it and need the newer Megatron Core commit their
+docstrings name, so it is accepted for models with hyper-connections only.
 What each module drops (transformer_layer.py, moe_layer.py, experts.py, multi_latent_attention.py,
 with the Transformer Engine layer spec of models/gpt/gpt_layer_specs.py):
 - core_attn: the attention core; with TE fused/flash attention nothing the memory model counts
@@ -22,6 +26,7 @@ with the Transformer Engine layer spec of models/gpt/gpt_layer_specs.py):
 - shared_experts: the shared experts' fc1 and activation outputs.
 - moe: the whole MoE block (norm output aside from its input, shared and routed copies).
 - mla_up_proj: MLA's Q/K/V up-projection outputs.
+- mhc: the hyper-connection mixing outputs (not a term of the memory model: drops nothing counted).
 """
 
 from __future__ import annotations
@@ -29,10 +34,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from mbridge_launch.base.errors import UserError
 from mbridge_launch.knowledge.models import ModelArch
 
 ALLOWED = frozenset({"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
-                     "gdn_norm_out"})
+                     "gdn_norm_out", "mhc"})
+# What a known module needs of the model (the message of a name that exists but does not apply)
+REQUIREMENT = {
+    "mla_up_proj": "planner.recompute_requirement.mla_up_proj",
+    "moe_act": "planner.recompute_requirement.moe_act",
+    "mhc": "planner.recompute_requirement.mhc",
+    "gdn_norm_out": "planner.recompute_requirement.gdn_norm_out",
+    "shared_experts": "planner.recompute_requirement.shared_experts",
+}
+FP8_DELAYED_REFUSES = ("moe_act", "layernorm")
 MEGATRON_DEFAULT: tuple[str, ...] = ("core_attn",)  # recompute_modules=None in Megatron Core 0.19
 FP8_DELAYED = "fp8ds"  # the precision whose recipe uses delayed scaling
 OVERRIDE_KEY = "model.recompute_modules"
@@ -68,15 +83,45 @@ def invalid_modules(modules: Iterable[str], arch: Optional[ModelArch], precision
     moe = arch is not None and bool(arch.num_moe_experts)
     if "moe_act" in names and not (moe and grouped_gemm):
         bad.append("moe_act")
-    if "mla_up_proj" in names and (arch is None or arch.mla is None):
+    if "mla_up_proj" in names and (arch is None or not arch.uses_mla_path):
         bad.append("mla_up_proj")
+    if "mhc" in names and (arch is None or not arch.hyper_connection_streams):
+        bad.append("mhc")
     if "gdn_norm_out" in names:
         bad.append("gdn_norm_out")  # gated_delta_net attention only: not a model the planner lays out
     if precision == FP8_DELAYED:
-        bad += [m for m in ("moe_act", "layernorm") if m in names]
+        bad += [m for m in FP8_DELAYED_REFUSES if m in names]
     if "shared_experts" in names and shared_expert_overlap and arch is not None and arch.moe_shared_expert_intermediate_size:
         bad.append("shared_experts")
     return sorted(set(bad))
+
+
+def refusal(modules: Iterable[str], arch: Optional[ModelArch], precision: str = "bf16") -> UserError | None:
+    """Why a module list is refused, as the error to raise (None: accepted). A name Megatron does
+    not know lists the valid names; a known name that this model or precision cannot use says
+    what it needs (listing it among the "valid choices" would contradict the refusal)."""
+    names = tuple(modules)
+    shown = ", ".join(sorted(ALLOWED - {"gdn_norm_out"}))
+    unknown = [m for m in names if m not in ALLOWED]
+    if unknown or not names:
+        return UserError("arg.choice", flag="--recompute-modules", value=",".join(unknown), choices=shown)
+    bad = invalid_modules(names, arch, precision)
+    if not bad:
+        return None
+    model = arch.name if arch is not None else "-"
+    if precision == FP8_DELAYED and any(m in FP8_DELAYED_REFUSES for m in bad):
+        module = next(m for m in bad if m in FP8_DELAYED_REFUSES)
+        return UserError("planner.recompute_not_applicable", module=module, model=model,
+                         requirement=_requirement("planner.recompute_requirement.fp8ds"))
+    module = bad[0]
+    return UserError("planner.recompute_not_applicable", module=module, model=model,
+                     requirement=_requirement(REQUIREMENT[module]))
+
+
+def _requirement(key: str) -> Any:
+    from mbridge_launch.base.i18n import msg
+
+    return msg(key)
 
 
 def parse_modules(value: Any) -> Optional[tuple[str, ...]]:

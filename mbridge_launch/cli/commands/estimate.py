@@ -168,17 +168,18 @@ def _recompute_modules(args: argparse.Namespace, arch, precision: str):  # noqa:
     """--recompute-modules as the tuple the memory model charges; names Megatron Core would refuse
     for this model and precision are an error naming the valid ones."""
     from mbridge_launch.base.errors import UserError
-    from mbridge_launch.planner.recompute import ALLOWED, invalid_modules, parse_modules
+    from mbridge_launch.planner.recompute import parse_modules, refusal
 
     if args.recompute_modules is None:
         return None
     if args.recompute != "selective":
         raise UserError("planner.recompute_modules_need_selective")
     modules = parse_modules(args.recompute_modules) or ()
-    bad = invalid_modules(modules, arch, precision)
-    if bad or not modules:
-        raise UserError("arg.choice", flag="--recompute-modules", value=",".join(bad) or args.recompute_modules,
-                        choices=", ".join(sorted(ALLOWED - {"gdn_norm_out"})))
+    refused = refusal(modules, arch, precision)
+    if refused is not None:
+        if not refused.params.get("value") and refused.key == "arg.choice":
+            refused.params["value"] = args.recompute_modules
+        raise refused
     return modules
 
 
