@@ -44,7 +44,8 @@ def user_data_dir(env: Mapping[str, str] | None = None) -> Path:
     base = env.get("XDG_DATA_HOME") or ""
     if base and os.path.isabs(os.path.expanduser(base)):
         return Path(base).expanduser() / APP
-    return Path(os.path.expanduser("~")) / ".local" / "share" / APP
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".local" / "share" / APP
 
 
 def user_catalog_dir(env: Mapping[str, str] | None = None) -> Path:
