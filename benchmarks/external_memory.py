@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "external"))
 import memory_rows  # noqa: E402
 
 from mbridge_launch.planner.memory import ALLOWANCE_GIB, MemoryBreakdown, _model  # noqa: E402
-from mbridge_launch.planner.memory_band import BAND_FILE, QUANTILES, WIDE  # noqa: E402
+from mbridge_launch.planner.memory_band import QUANTILES, WIDE, band_file  # noqa: E402
 from results_file import write_section  # noqa: E402
 
 HEADING = "## External memory set"
@@ -295,7 +295,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "in_sample_coverage": round(in_sample_coverage(band_rows, table), 4),
             "band_rows": "rows without a setting the memory model lacks (memory_rows._lacks)",
         }
-        BAND_FILE.write_text(json.dumps(band, indent=1) + "\n", encoding="utf-8")
+        band_file().write_text(json.dumps(band, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -21,7 +21,7 @@ from mbridge_launch.base.resources import catalog_dir
 from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.planner.memory import MemoryBreakdown
 
-BAND_FILE = Path(catalog_dir()) / "memory-band.json"
+BAND_NAME = "memory-band.json"
 QUANTILES = (0.05, 0.95)  # a p90 band
 WIDE = 0.50  # a band wider than this (high - low, as a share of the estimate): no reliable estimate
 
@@ -42,10 +42,15 @@ class MemoryBand:
                 "modelled_part_error": [round(self.low_ratio, 4), round(self.high_ratio, 4)]}
 
 
+def band_file() -> Path:
+    """catalog/memory-band.json of the installed package (or the source checkout)."""
+    return Path(catalog_dir()) / BAND_NAME
+
+
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
     try:
-        return json.loads(BAND_FILE.read_text(encoding="utf-8"))
+        return json.loads(band_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 

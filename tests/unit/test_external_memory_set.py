@@ -96,7 +96,7 @@ def test_the_script_runs_on_a_few_rows(capsys):
 
 
 def test_the_band_file_was_written_by_the_script_from_the_committed_extract(extract, built):
-    data = json.loads(band_module.BAND_FILE.read_text(encoding="utf-8"))
+    data = json.loads(band_module.band_file().read_text(encoding="utf-8"))
     assert data["written_by"].startswith("benchmarks/external_memory.py")
     assert data["source"]["commit"] == extract["source"]["commit"]
     used, _ = built
