@@ -102,6 +102,28 @@ def world_size(row: dict[str, Any]) -> int:
     return sizes.pop()
 
 
+def world_candidates(row: dict[str, Any], most: int = 4096) -> list[int]:
+    """GPU counts a row's layout can run at when no public CI recipe gives it (the release tests):
+    TP x PP x CP x DP with DP dividing GBS / MBS and the expert group (PP x EP x ETP) dividing it."""
+    args = row["args"]
+    tp = _int(args, "tensor-model-parallel-size", 1) or 1
+    pp = _int(args, "pipeline-model-parallel-size", 1) or 1
+    cp = _int(args, "context-parallel-size", 1) or 1
+    ep = _int(args, "expert-model-parallel-size", 1) or 1
+    etp = _int(args, "expert-tensor-parallel-size", tp) or tp
+    mbs = _int(args, "micro-batch-size", 1) or 1
+    gbs = _int(args, "global-batch-size")
+    out = []
+    for dp in range(1, most // (tp * pp * cp) + 1):
+        world = tp * pp * cp * dp
+        if gbs is not None and gbs % (mbs * dp):
+            continue
+        if ep > 1 and world % (pp * ep * etp):
+            continue
+        out.append(world)
+    return out
+
+
 def vocab_size(args: dict[str, Any]) -> int:
     kind = args.get("tokenizer-type")
     if kind == "NullTokenizer":
@@ -193,8 +215,9 @@ def precision_of(args: dict[str, Any]) -> str:
     raise Skip("fp32 training (neither --bf16 nor --fp16): the planner models mixed precision only")
 
 
-def build(row: dict[str, Any]) -> Request:
-    """The planner request of one row; raises Skip with the reason when there is none."""
+def build(row: dict[str, Any], world: Optional[int] = None) -> Request:
+    """The planner request of one row; raises Skip with the reason when there is none. `world`:
+    a GPU count to assume (for rows whose CI recipe is not public; see world_candidates)."""
     if row.get("second_run"):
         raise Skip("second half of a resume test (same configuration as its first run)")
     args = row["args"]
@@ -204,7 +227,7 @@ def build(row: dict[str, Any]) -> Request:
         raise Skip("distillation: a teacher model the row does not describe shares the GPU")
     arch = build_arch(row)
     precision = precision_of(args)
-    world = world_size(row)
+    world = world if world is not None else world_size(row)
     tp = _int(args, "tensor-model-parallel-size", 1) or 1
     pp = _int(args, "pipeline-model-parallel-size", 1) or 1
     cp = _int(args, "context-parallel-size", 1) or 1

@@ -82,6 +82,9 @@ def test_rows_read_megatron_lm_defaults():
     row["args"]["fp8-format"] = "hybrid"
     row["args"]["fp8-recipe"] = "tensorwise"
     assert memory_rows.build(row).precision == "fp8cs"
+    # a release test's GPU count is not public: every count its layout allows (DP divides GBS / MBS)
+    row["args"]["global-batch-size"] = 16
+    assert memory_rows.world_candidates(row, most=64) == [2, 4, 8]  # TP2 x DP, DP in 1, 2, 4 (GBS 16 / MBS 4)
     del row["args"]["bf16"], row["args"]["fp8-format"]
     with pytest.raises(memory_rows.Skip, match="fp32 training"):
         memory_rows.build(row)
