@@ -20,6 +20,8 @@ def data_dir(name: str) -> Path:
 
 
 def catalog_dir() -> Path:
+    """The package's own catalog/ folder (shipped data): read only. Catalogs a user syncs go to
+    base/data_dirs.py's folders, which the catalog lookup searches before this one."""
     return data_dir("catalog")
 
 
