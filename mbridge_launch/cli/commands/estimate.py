@@ -53,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fp8-param-gather", action=argparse.BooleanOptionalAction, default=None,
                         help=t("help.estimate.fp8_param_gather"))
     parser.add_argument("--moe-dispatcher", help=t("help.estimate.moe_dispatcher"))
+    # the recipe settings the memory model charges: --recipe NAME and one flag per setting
+    from mbridge_launch.cli import memory_settings
+
+    memory_settings.add_arguments(parser)
     parser.add_argument("--tokens", help=t("help.common.tokens"))
     parser.add_argument("--hf-config", help=t("help.common.hf_config"))
     parser.add_argument("--calibration", metavar="FILE", help=t("help.common.calibration"))
@@ -93,6 +97,13 @@ def run(args: argparse.Namespace) -> int:
         moe_dispatcher=_moe_dispatcher(args.moe_dispatcher),
     )
     layout = _with_split(layout, args, got.arch)
+    from dataclasses import replace as with_settings
+
+    from mbridge_launch.cli import memory_settings
+
+    # the named recipe's (or the recipe that ships this layout's) settings, under the user's flags
+    chosen = memory_settings.choose(args, got.model, hw, got.precision, got.goal, layout, got.arch.num_layers)
+    layout = with_settings(layout, **chosen.changes)
     violations = check_layout(layout, got.arch, hw)
     broken = [v for v in violations if v.severity == "error"]
     if broken:  # every broken rule on one line, the most fundamental (model) ones first
@@ -126,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         data.update(report.candidate_json(cand, hw, args.tokens, arch=got.arch))
         data.update(assessment.as_json())
         data["calibration"] = calibration.source.as_json()
+        data["recipe_settings"] = chosen.as_json()
         data["warnings"] = warnings
         data["verdict"] = verdict  # None when it fits
         print_json(data)
@@ -135,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         lines.extend(report.candidate_text(1, cand, hw, args.tokens, arch=got.arch, precision=got.precision))
         lines.extend(report.domain_lines(assessment))
         lines.append(calibration.source.text())
+        lines.extend(str(line) for line in chosen.lines())
         split = report.split_text(cand, got.arch) if cand is not None else None
         if split is not None and not layout.uneven_pp:  # the card shows uneven splits itself
             lines.append(t("planner.split_line", split=split))
