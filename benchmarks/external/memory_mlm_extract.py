@@ -43,7 +43,7 @@ _DROP = re.compile(
     r"^timing|prompt|inference|grpo|^rl-|^exit|^adam|weight-decay|clip-grad|init-method|dropout|warmup|decay|"
     r"num-workers|temperature|^top|^return|^output|straggler|^merge-file$|^data-|^distributed-backend$|"
     r"mock-data|^train-samples$|^use-checkpoint|^no-load|^finetune$|^dist-ckpt|^async|persistent|"
-    r"^check-|^deterministic|^no-mmap|^manual-gc|^num-tokens|^incoming|^exp-avg|^termination|^stop-words)")
+    r"^check-|^no-mmap|^manual-gc|^num-tokens|^incoming|^exp-avg|^termination|^stop-words)")
 
 
 def git(git_dir: str, *args: str) -> str:
@@ -140,7 +140,8 @@ def extract(git_dir: str) -> dict[str, Any]:
             "test_type": config.get("TEST_TYPE"),
             "args": keep_args(config.get("MODEL_ARGS") or {}),
             "env": {k: v for k, v in (config.get("ENV_VARS") or {}).items()
-                    if k in ("PYTORCH_CUDA_ALLOC_CONF", "NVTE_FUSED_ATTN", "NVTE_FLASH_ATTN")},
+                    if k in ("PYTORCH_CUDA_ALLOC_CONF", "NVTE_FUSED_ATTN", "NVTE_FLASH_ATTN",
+                             "NVTE_ALLOW_NONDETERMINISTIC_ALGO")},
             "recipes": recipes,
             "source": {"repo": REPO, "commit": commit, "golden": path, "config": config_path},
         })

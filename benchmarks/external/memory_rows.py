@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -281,27 +281,60 @@ def build(row: dict[str, Any], world: Optional[int] = None) -> Request:
         grad_bytes = BF16_GRAD_BYTES if _flag(args, "grad-reduce-in-bf16") else GRAD_BYTES
     else:
         grad_bytes = GRAD_BYTES if _flag(args, "accumulate-allreduce-grads-in-fp32") else BF16_GRAD_BYTES
+    recipe = _recipe_settings(args)
+    if recipe:
+        layout = replace(layout, **recipe)
     request = Request(row=row, arch=arch, layout=layout, precision=precision, grad_bytes=grad_bytes,
                       gpu_type=GPU_TYPE[row["platform"]])
-    request.lacks = _lacks(args)
+    request.lacks = _lacks(args, modelled={f for f in _SETTING_FIELDS if f in _LAYOUT_FIELDS})
     request.tags = _tags(request)
     return request
 
 
-def _lacks(args: dict[str, Any]) -> list[str]:
-    """Settings of the row that planner/memory.py does not model (the row is kept and tagged)."""
-    out = []
-    if args.get("cuda-graph-impl") not in (None, "none") or _flag(args, "enable-cuda-graph"):
-        out.append("cuda_graphs")
-    if args.get("offload-modules") or _flag(args, "fine-grained-activation-offloading"):
-        out.append("activation_offload")
+# Layout fields of the recipe settings the memory model charges (planner/rules.py Layout), with the
+# tag a row gets when the installed planner has no such field
+_SETTING_FIELDS = {"cuda_graph_scope": "cuda_graphs", "offload_modules": "activation_offload",
+                   "optimizer_offload_fraction": "optimizer_offload", "optimizer_bytes": "precision_aware_optimizer",
+                   "ce_fusion": "ce_fusion", "cpu_offload_layers": "cpu_offload"}
+_LAYOUT_FIELDS = {f.name for f in fields(Layout)}
+_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "uint8": 1.0, "int8": 1.0}
+
+
+def _recipe_settings(args: dict[str, Any]) -> dict[str, Any]:
+    """The row's memory settings as the Layout fields the installed planner has (Megatron-LM names:
+    --cuda-graph-impl/--cuda-graph-modules, --fine-grained-activation-offloading/--offload-modules,
+    --optimizer-cpu-offload/--optimizer-offload-fraction, --use-precision-aware-optimizer with the
+    state dtypes, --cross-entropy-loss-fusion, --cpu-offloading/--cpu-offloading-num-layers)."""
+    out: dict[str, Any] = {}
+    if args.get("cuda-graph-impl") in ("transformer_engine", "local") or _flag(args, "enable-cuda-graph"):
+        out["cuda_graph_scope"] = tuple(_list(args.get("cuda-graph-modules") or args.get("cuda-graph-scope"))) or ("full",)
+    if _flag(args, "fine-grained-activation-offloading") and args.get("offload-modules"):
+        out["offload_modules"] = tuple(_list(args.get("offload-modules")))
     if _flag(args, "optimizer-cpu-offload"):
-        out.append("optimizer_offload")
+        out["optimizer_offload_fraction"] = float(args.get("optimizer-offload-fraction") or 1.0)
+    if _flag(args, "use-precision-aware-optimizer"):
+        out["optimizer_bytes"] = sum(_DTYPE_BYTES.get(str(args.get(k) or "fp32"), 4.0)
+                                     for k in ("main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype"))
+    if _flag(args, "cross-entropy-loss-fusion"):
+        out["ce_fusion"] = True
+    if _flag(args, "cpu-offloading"):
+        out["cpu_offload_layers"] = _int(args, "cpu-offloading-num-layers", 1)
+    return {k: v for k, v in out.items() if k in _LAYOUT_FIELDS}
+
+
+def _lacks(args: dict[str, Any], modelled: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Settings of the row that planner/memory.py does not model (the row is kept and tagged);
+    `modelled`: the Layout fields of recipe settings the installed memory model charges."""
+    out = []
+    setting = _recipe_settings_wanted(args)
+    out += [_SETTING_FIELDS[f] for f in setting if f not in modelled and f != "ce_fusion"]
     if args.get("optimizer") not in (None, "adam"):
         out.append(f"optimizer_{args['optimizer']}")
-    if any(args.get(k) not in (None, "fp32") for k in ("main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype",
-                                                          "main-grads-dtype")):
+    if "optimizer_bytes" not in modelled and any(
+            args.get(k) not in (None, "fp32") for k in ("main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype")):
         out.append("precision_aware_optimizer")
+    if args.get("main-grads-dtype") not in (None, "fp32"):
+        out.append("bf16_main_grads")
     if (_int(args, "num-distributed-optimizer-instances", 1) or 1) > 1:
         out.append("partial_dist_opt")
     if args.get("transformer-impl") == "local":
@@ -315,6 +348,22 @@ def _lacks(args: dict[str, Any]) -> list[str]:
     return out
 
 
+def _recipe_settings_wanted(args: dict[str, Any]) -> list[str]:
+    """The recipe-setting Layout fields the row asks for, whether or not the planner has them."""
+    wanted = []
+    if args.get("cuda-graph-impl") in ("transformer_engine", "local") or _flag(args, "enable-cuda-graph"):
+        wanted.append("cuda_graph_scope")
+    if args.get("offload-modules") or _flag(args, "fine-grained-activation-offloading"):
+        wanted.append("offload_modules")
+    if _flag(args, "optimizer-cpu-offload"):
+        wanted.append("optimizer_offload_fraction")
+    if _flag(args, "use-precision-aware-optimizer"):
+        wanted.append("optimizer_bytes")
+    if _flag(args, "cpu-offloading"):
+        wanted.append("cpu_offload_layers")
+    return wanted
+
+
 def _tags(r: Request) -> list[str]:
     L = r.layout
     tags = [r.kind]
@@ -324,9 +373,14 @@ def _tags(r: Request) -> list[str]:
              if on]
     if L.recompute != "none":
         tags.append(f"recompute={L.recompute}")
+    if _flag(r.row["args"], "deterministic-mode"):
+        # deterministic mode (NVTE_ALLOW_NONDETERMINISTIC_ALGO=0) can make Transformer Engine pick
+        # another attention backend than the flash one the memory model assumes
+        tags.append("deterministic")
     if r.precision != "bf16":
         tags.append(r.precision)
-    tags += r.lacks
+    tags += [_SETTING_FIELDS[f] for f in _recipe_settings_wanted(r.row["args"])]
+    tags += [lack for lack in r.lacks if lack not in tags]
     return tags
 
 
