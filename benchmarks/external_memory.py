@@ -247,6 +247,14 @@ def report(used: list[dict[str, Any]], skipped: dict[str, int], source: dict[str
     for tag in tags:
         lines.append(f"| {tag} | {_fmt(summary([u['err'] for u in used if tag in u['tags']]))} |")
     lines.append("")
+    lines.append("Largest rows (measured peak), where the fixed allowance matters least:")
+    lines.append("")
+    lines.append("| row | settings | lacks | measured GiB | predicted GiB | error |")
+    lines.append("|---|---|---|---|---|---|")
+    for u in sorted(used, key=lambda u: -u["measured"])[:10]:
+        lines.append(f"| {u['id']} | {u['settings']} | {', '.join(u['lacks']) or '-'} | {u['measured']:.2f} | "
+                     f"{u['predicted']:.2f} | {u['err']:+.0%} |")
+    lines.append("")
     lines.append("Worst rows (largest |error|):")
     lines.append("")
     lines.append("| row | settings | lacks | measured GiB | predicted GiB | error |")
