@@ -221,3 +221,24 @@ def test_catalog_diff_from_the_shipped_release_reads_well(synced, capsys):
                 block.append(later)
             assert not [b for b in block if b.strip().startswith(LAYOUT) and b.endswith("-> null")], line
     assert lines[-1] == "differences found"
+
+
+def test_a_bridge_hook_that_fills_a_kwargs_dict_is_read():
+    """0.7's builder path: `hf_config_to_model_config_kwargs` fills a dict (`kw["x"] = ...`,
+    `kw.update(x=...)`) rather than setting attributes on a provider."""
+    from mbridge_launch.catalog_sync.hf_bridges import provider_bridge_assignments
+    from mbridge_launch.catalog_sync.values import Unknown
+
+    source = (
+        "def hf_config_to_model_config_kwargs(self, hf_config):\n"
+        "    kw = super().hf_config_to_model_config_kwargs(hf_config)\n"
+        "    kw['cp_comm_type'] = 'p2p'\n"
+        "    kw.update(moe_token_dispatcher_type='flex', normalization='RMSNorm')\n"
+        "    if hf_config.x:\n"
+        "        kw['recompute_granularity'] = 'full'\n"
+        "    return kw\n"
+    )
+    found = provider_bridge_assignments(ast.parse(source).body[0])
+    assert found["cp_comm_type"] == "p2p" and found["moe_token_dispatcher_type"] == "flex"
+    assert isinstance(found["recompute_granularity"], Unknown)  # under a branch: the run decides
+    assert "normalization" not in found  # architecture, not an execution setting
