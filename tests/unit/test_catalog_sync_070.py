@@ -242,3 +242,16 @@ def test_a_bridge_hook_that_fills_a_kwargs_dict_is_read():
     assert found["cp_comm_type"] == "p2p" and found["moe_token_dispatcher_type"] == "flex"
     assert isinstance(found["recompute_granularity"], Unknown)  # under a branch: the run decides
     assert "normalization" not in found  # architecture, not an execution setting
+
+
+def test_the_07_dataset_selectors_are_the_ones_plans_name():
+    """0.7's run_recipe.py takes `--dataset` from DATASET_PRESETS (recipes/utils/dataset_utils.py):
+    every selector a Plan may name (catalog/datasets.yaml, `energon` included) is one of them."""
+    from mbridge_launch.knowledge.datasets import load_datasets
+
+    tree = ast.parse((SRC / "megatron/bridge/recipes/utils/dataset_utils.py").read_text())
+    presets = next(n.value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                   and getattr(n.targets[0] if isinstance(n, ast.Assign) else n.target, "id", "") == "DATASET_PRESETS")
+    keys = {k.value for k in presets.keys if isinstance(k, ast.Constant)}
+    assert "energon" in keys
+    assert set(load_datasets()) == keys
