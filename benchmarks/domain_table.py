@@ -142,16 +142,19 @@ def key_of_row(row: Row) -> tuple:
 
 def carry_measured(doc: dict, previous: dict | None) -> dict:
     """`doc` with the loro_measured errors and gap_measured distances (and their settings) of
-    `previous` (the file it replaces) on the rows they were computed for: this script's refits do
-    not compute them."""
+    `previous` (the file it replaces) on the rows they were computed for, and its per-regime bands
+    of external runs: this script's refits do not compute them."""
     if not previous:
         return doc
     for name in MEASURED_FIELDS:
         kept = {row_key(e): e.get(name) for e in previous.get("rows", []) if e.get(name) is not None}
         for entry in doc["rows"]:  # None written out, as generalisation.py writes it: one file either way
             entry[name] = kept.get(row_key(entry))
-    if "measured_settings" in previous:
-        doc["measured_settings"] = previous["measured_settings"]
+    # the per-regime bands of external runs (benchmarks/external_throughput.py writes them): kept
+    # as they are; run that script again after a refit, as RESULTS.md says
+    for name in ("measured_settings", "regimes", "regimes_settings"):
+        if name in previous:
+            doc[name] = previous[name]
     return doc
 
 

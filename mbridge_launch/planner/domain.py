@@ -25,6 +25,15 @@ median and 90th percentile of the absolute held-out errors of the nearest calibr
   out "measured"; benchmarks/generalisation.py writes it): the measured rows already stand for
   the system, GPU count, precision and model.
 
+Per regime (regime_of: tuned pretraining, fine-tuning, long context >= LONG_CONTEXT tokens) the
+table also holds the error measured on runs the constants were not fitted on
+(`regimes`, written by benchmarks/external_throughput.py: external sets such as MLPerf Training
+submissions and releases the calibration rows do not hold, pooled with the rows' own held-out
+errors). That error is the band's floor: the printed band is never narrower than what the
+request's regime measured elsewhere (a regime with no figures takes the widest measured one).
+A band whose p90 is wider than RELIABLE_BAND is "no reliable estimate" (ErrorBand.reliable):
+its figures are not to rank layouts by.
+
 The near-tie tolerance (`tie_band`) is one rule for every request: the TIE_COVERAGE quantile of
 how far from the first the published layouts of the nearest rows were predicted by held-out
 refits (planner.near_tie.tie_distance), made the way the request's own estimate is made: by the
@@ -48,12 +57,31 @@ from typing import Any
 
 from mbridge_launch.base.i18n import t
 from mbridge_launch.knowledge.models import ModelArch
+from mbridge_launch.knowledge.vocabulary import FINETUNE_GOALS
 
 DOMAIN_FILE = "calibration-domain.json"
 MIN_ROWS = 3  # a band from fewer rows is one row's luck, not an error rate
 WIDEN = 1.5  # per outside dimension the held-out error does not measure
 MAX_BAND = 1.0  # a band of +-100% says "unknown"; wider says nothing more
 DIMENSIONS = ("system", "precision", "family", "goal", "seq_length", "gpus")
+REGIMES = ("pretrain", "small_batch", "long_context")
+LONG_CONTEXT = 32768  # tokens per sequence from which a run is long-context (its own regime)
+# at most this many micro-batches per step and pipeline: the step is latency-bound (pipeline fill,
+# exposed gradient reduction, launch overheads), as fine-tuning at small GBS and MLPerf's
+# strong-scaled runs are; tuned pretraining runs many
+SMALL_BATCH_MICROBATCHES = 2
+RELIABLE_BAND = 0.5  # a p90 band wider than +-50% is no reliable estimate: not to rank by
+
+
+def regime_of(goal: str, seq_length: int, microbatches: int | None = None) -> str:
+    """The throughput regime of a request: long context (>= LONG_CONTEXT tokens), fine-tuning
+    (SFT, LoRA, DoRA) or any run of few micro-batches per step (`microbatches`: of the layout
+    estimated, None when unknown), else tuned pretraining."""
+    if seq_length >= LONG_CONTEXT:
+        return "long_context"
+    if goal in FINETUNE_GOALS or (microbatches is not None and microbatches <= SMALL_BATCH_MICROBATCHES):
+        return "small_batch"
+    return "pretrain"
 
 
 def dimension_names(dims: tuple[str, ...] | list[str], lang: str | None = None) -> str:
@@ -142,13 +170,34 @@ class CalibrationRow:
 
 
 @dataclass(frozen=True)
+class RegimeBand:
+    """The held-out |error| of tokens/s of one regime on runs the constants were not fitted on
+    (benchmarks/external_throughput.py): median and 90th percentile over `rows` runs."""
+
+    median: float
+    p90: float
+    rows: int
+
+
+@dataclass(frozen=True)
 class Table:
     rows: tuple[CalibrationRow, ...]
     settings: dict[str, Any] = field(default_factory=dict)
     constants: str = ""  # digest of the constants the errors were computed with
+    # regime -> estimate kind ("model"; "measured": corrected by measured rows) -> its band
+    regimes: dict[str, dict[str, RegimeBand]] = field(default_factory=dict)
 
     def values(self, name: str) -> list:
         return sorted({getattr(r, name) for r in self.rows})
+
+    def regime_band(self, regime: str, kind: str) -> tuple[str, RegimeBand] | None:
+        """(regime measured, band) of `regime` for estimates of `kind`; a regime without figures
+        takes the widest measured one of that kind (its error is unknown, not small)."""
+        own = self.regimes.get(regime, {}).get(kind)
+        if own is not None:
+            return regime, own
+        measured = [(name, bands[kind]) for name, bands in self.regimes.items() if kind in bands]
+        return max(measured, key=lambda item: item[1].p90) if measured else None
 
 
 def domain_path() -> Path:
@@ -173,7 +222,10 @@ def table_of(data: dict[str, Any]) -> Table:
     held-out split from the training releases alone). Unknown row keys are ignored."""
     names = {f.name for f in fields(CalibrationRow)}
     rows = tuple(CalibrationRow(**{k: v for k, v in row.items() if k in names}) for row in data.get("rows", []))
-    return Table(rows, dict(data.get("settings", {})), str(data.get("constants", "")))
+    regimes = {str(regime): {str(kind): RegimeBand(float(b["median"]), float(b["p90"]), int(b["rows"]))
+                             for kind, b in dict(kinds).items()}
+               for regime, kinds in dict(data.get("regimes", {})).items()}
+    return Table(rows, dict(data.get("settings", {})), str(data.get("constants", "")), regimes)
 
 
 def constants_digest() -> str:
@@ -194,11 +246,13 @@ class Request:
     goal: str
     seq_length: int
     gpus: int
+    microbatches: int | None = None  # per step and pipeline, of the layout estimated (None: unknown)
 
     @classmethod
     def of(cls, model: str, arch: ModelArch | None, system: str, precision: str, goal: str, seq_length: int,
-           gpus: int) -> Request:
-        return cls(model, model_family(model), architecture_kind(arch), system, precision, goal, seq_length, gpus)
+           gpus: int, microbatches: int | None = None) -> Request:
+        return cls(model, model_family(model), architecture_kind(arch), system, precision, goal, seq_length, gpus,
+                   microbatches)
 
     @property
     def family_key(self) -> str:
@@ -277,10 +331,10 @@ def _span(rows: tuple[CalibrationRow, ...], name: str) -> tuple[int, int]:
 
 
 def domain_of(model: str, arch: ModelArch | None, system: str, precision: str, goal: str, seq_length: int,
-              gpus: int, table: Table | None = None) -> Domain:
+              gpus: int, table: Table | None = None, microbatches: int | None = None) -> Domain:
     """Inside or outside the calibrated domain, per dimension, with the reason when outside."""
     table = table or load_table()
-    req = Request.of(model, arch, system, precision, goal, seq_length, gpus)
+    req = Request.of(model, arch, system, precision, goal, seq_length, gpus, microbatches)
     rows = list(table.rows)
     dims = []
     systems = table.values("system")
@@ -328,6 +382,17 @@ class ErrorBand:
     scope: tuple[tuple[str, str], ...]  # the attributes the basis rows share with the request
     widen: float = 1.0
     widened_for: tuple[str, ...] = ()
+    regime: str = ""  # the request's regime (regime_of)
+    # the regime whose runs from other sources set the floor ("" when the table has none), and
+    # how many runs measured it
+    floor_regime: str = ""
+    floor_rows: int = 0
+
+    @property
+    def reliable(self) -> bool:
+        """False when 90% of held-out runs are not within +-RELIABLE_BAND: no reliable estimate,
+        not to rank layouts by."""
+        return self.p90 <= RELIABLE_BAND
 
     def basis(self, lang: str | None = None) -> str:
         scope = scope_text(self.scope, lang)
@@ -335,12 +400,16 @@ class ErrorBand:
                  scope=scope)
         if self.widened_for:
             text += t("planner.domain.widened", lang=lang, factor=self.widen, dims=dimension_names(self.widened_for, lang))
+        if self.floor_regime:
+            text += t("planner.domain.regime_floor", lang=lang, rows=self.floor_rows,
+                      regime=t(f"planner.domain.regime.{self.floor_regime}", lang=lang))
         return text
 
     def as_json(self) -> dict[str, Any]:
         return {"median": round(self.median, 4), "p90": round(self.p90, 4), "basis": self.basis("en"),
                 "rows": self.rows, "held_out": self.loo, "scope": dict(self.scope), "widen": round(self.widen, 4),
-                "widened_for": list(self.widened_for)}
+                "widened_for": list(self.widened_for), "regime": self.regime, "reliable": self.reliable,
+                "regime_floor": {"regime": self.floor_regime, "rows": self.floor_rows} if self.floor_regime else None}
 
 
 def _loo_kind(req: Request, table: Table, measured: bool = False, field: str = "loro_measured") -> str:
@@ -404,7 +473,16 @@ def error_band(domain: Domain, table: Table | None = None, measured: bool = Fals
     loo, chosen, errors, factor, uncovered = _nearest(domain, table, lambda r, kind: r.held_out(kind), measured)
     median = min(statistics.median(errors) * factor, MAX_BAND) if errors else MAX_BAND
     p90 = min(_p90(sorted(errors)) * factor, MAX_BAND) if errors else MAX_BAND
-    return ErrorBand(median, max(p90, median), len(errors), loo, _scope(domain, chosen), factor, tuple(uncovered))
+    req = domain.request
+    regime = regime_of(req.goal, req.seq_length, req.microbatches)
+    floor = table.regime_band(regime, "measured" if loo == "measured" else "model")
+    floor_regime, floor_rows = "", 0
+    if floor is not None:  # never narrower than the regime's error on runs from other sources
+        floor_regime, band = floor
+        floor_rows = band.rows
+        median, p90 = min(max(median, band.median), MAX_BAND), min(max(p90, band.p90), MAX_BAND)
+    return ErrorBand(median, max(p90, median), len(errors), loo, _scope(domain, chosen), factor, tuple(uncovered),
+                     regime, floor_regime, floor_rows)
 
 
 # ---------------------------------------------------------------------- the near-tie tolerance
@@ -481,19 +559,24 @@ class Assessment:
         """"inside the calibrated domain (error ±X%)" or "extrapolated: <why> (error band ±Y%)"."""
         b = self.band
         if self.domain.inside:
-            return t("planner.domain.inside", lang=lang, median=b.median, p90=b.p90, basis=b.basis(lang))
-        return t("planner.domain.extrapolated", lang=lang, why=self.domain.why(lang), median=b.median, p90=b.p90,
-                 basis=b.basis(lang))
+            text = t("planner.domain.inside", lang=lang, median=b.median, p90=b.p90, basis=b.basis(lang))
+        else:
+            text = t("planner.domain.extrapolated", lang=lang, why=self.domain.why(lang), median=b.median, p90=b.p90,
+                     basis=b.basis(lang))
+        if not b.reliable:
+            text += " " + t("planner.domain.no_reliable", lang=lang, p90=b.p90, limit=RELIABLE_BAND)
+        return text
 
     def as_json(self) -> dict[str, Any]:
         return {"domain": self.domain.as_json(), "error_band": self.band.as_json()}
 
 
 def assess(model: str, arch: ModelArch | None, system: str, precision: str, goal: str, seq_length: int, gpus: int,
-           table: Table | None = None, measured: bool = False) -> Assessment:
+           table: Table | None = None, measured: bool = False, microbatches: int | None = None) -> Assessment:
     """The domain and the error band of one request (what `estimate` and `plan` print);
-    `measured`: its estimate is corrected by measured rows of its configuration (error_band)."""
+    `measured`: its estimate is corrected by measured rows of its configuration (error_band);
+    `microbatches`: per step and pipeline of the layout estimated (its regime, regime_of)."""
     table = table or load_table()
-    domain = domain_of(model, arch, system, precision, goal, seq_length, gpus, table)
+    domain = domain_of(model, arch, system, precision, goal, seq_length, gpus, table, microbatches)
     band = error_band(domain, table, measured)
     return Assessment(domain, band, tie_band(domain, table, band))

@@ -118,9 +118,9 @@ class PlanResult:
 
     @property
     def reliable(self) -> bool:
-        """False when the error band is at its cap (±100%): the figures are then no reliable
-        estimate, only an order of magnitude."""
-        return self.band.median < MAX_BAND
+        """False when the error band's p90 is wider than planner.domain.RELIABLE_BAND (or at its
+        cap): no reliable estimate, and the layouts are not to be ranked by these figures."""
+        return self.band.reliable and self.band.median < MAX_BAND
 
     def pitfall_reasons(self, candidate: Candidate) -> tuple[tuple[str, str], ...]:
         """Why `candidate` keeps each of its layout pitfalls (search.SearchResult.pitfall_reasons)."""
@@ -155,9 +155,12 @@ def _search(request: PlanRequest, calibration: CalibrationInUse, gpus: int | Non
                   goal=r.goal, options=_options(replace(r, gpus=gpus or r.gpus), calibration), top=r.top)
 
 
-def _assess(request: PlanRequest, measured: bool) -> Assessment:
+def _assess(request: PlanRequest, measured: bool, layout: Layout | None = None) -> Assessment:
+    """The domain and band of `request`; `layout`: the one estimated (plan: the first
+    candidate), whose micro-batches per step pick the band's regime (planner.domain.regime_of)."""
     r = request
-    return assess(r.model, r.arch, r.hardware.name, r.precision, r.goal, r.seq_length, r.gpus, measured=measured)
+    return assess(r.model, r.arch, r.hardware.name, r.precision, r.goal, r.seq_length, r.gpus, measured=measured,
+                  microbatches=layout.microbatches if layout is not None and layout.world else None)
 
 
 def plan_request(request: PlanRequest, calibration: CalibrationInUse | None = None, *,
@@ -168,7 +171,8 @@ def plan_request(request: PlanRequest, calibration: CalibrationInUse | None = No
     found = _search(request, calibration)
     candidates = found.candidates
     # the band of estimates corrected by measured rows where the first one is (planner.measured)
-    assessment = _assess(request, measured=bool(candidates) and candidates[0].twin is not None)
+    assessment = _assess(request, measured=bool(candidates) and candidates[0].twin is not None,
+                         layout=candidates[0].layout if candidates else None)
     ties = near_tie_set(candidates, assessment.near_tie().within)
     cut = request.top is not None and len(candidates) >= request.top
     complete = not (ties and ties[-1][0] == len(candidates) and cut)
@@ -201,7 +205,8 @@ def estimate_request(request: PlanRequest, layout: Layout, calibration: Calibrat
     candidate = estimate_layout(layout, r.arch, r.hardware, precision=r.precision, goal=r.goal,
                                 mtp_layers=r.mtp_layers, moe_token_drop=r.moe_token_drop, grad_bytes=r.grad_bytes,
                                 cal=opts.cal, measured=opts.measured, own_measured=opts.own_measured)
-    return LayoutEstimate(candidate, _assess(request, measured=candidate is not None and candidate.twin is not None))
+    return LayoutEstimate(candidate, _assess(request, measured=candidate is not None and candidate.twin is not None,
+                                             layout=layout))
 
 
 def smallest_fitting_gpus(request: PlanRequest, calibration: CalibrationInUse | None = None,

@@ -105,7 +105,8 @@ def test_plan_result_holds_the_near_tie_set_domain_band_and_evidence():
     assert result.near_tie == near_tie_set(result.candidates, result.tie.within)
     assert result.near_tie[0] == (1, result.best)
     assert result.domain is result.assessment.domain and result.band is result.assessment.band
-    assert result.reliable == (result.band.median < 1.0)
+    # issue 34: no reliable estimate where the band's p90 is wider than planner.domain.RELIABLE_BAND
+    assert result.reliable == (result.band.p90 <= 0.5 and result.band.median < 1.0)
     assert all(t.row is not None for t in result.evidence)
 
 
