@@ -24,7 +24,7 @@ from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.planner.calibration_file import Source
 from mbridge_launch.planner.domain import MAX_BAND, Assessment, ErrorBand, TieBand, assess
 from mbridge_launch.planner.memory import GRAD_BYTES
-from mbridge_launch.planner.near_tie import near_tie_set
+from mbridge_launch.planner.near_tie import cannot_rank, near_tie_set, shown
 from mbridge_launch.planner.rules import Layout
 from mbridge_launch.planner.search import Candidate, Options, Rejection, SearchResult, estimate_layout, search
 from mbridge_launch.planner.throughput import CAL, Calibration
@@ -121,6 +121,18 @@ class PlanResult:
         """False when the error band's p90 is wider than planner.domain.RELIABLE_BAND (or at its
         cap): no reliable estimate, and the layouts are not to be ranked by these figures."""
         return self.band.reliable and self.band.median < MAX_BAND
+
+    @property
+    def near_tie_unranked(self) -> bool:
+        """True when the model cannot rank the near-tie set (planner.near_tie.cannot_rank: the
+        tolerance is as wide as "no reliable estimate" or the set too large): plan says so, lists
+        near_tie_shown and points to `tune`."""
+        return cannot_rank(self.tie.within, len(self.near_tie))
+
+    @property
+    def near_tie_shown(self) -> list[tuple[int, Candidate]]:
+        """The part of the near-tie set plan lists (all of it, or a bounded part when unranked)."""
+        return shown(self.near_tie, self.near_tie_unranked)
 
     def pitfall_reasons(self, candidate: Candidate) -> tuple[tuple[str, str], ...]:
         """Why `candidate` keeps each of its layout pitfalls (search.SearchResult.pitfall_reasons)."""

@@ -33,3 +33,28 @@ def near_tie_set(candidates: list[Candidate], within: float) -> list[tuple[int, 
         return []
     first = candidates[0]
     return [(i, c) for i, c in enumerate(candidates, 1) if c is first or tie_distance(first, c) <= within + 1e-12]
+
+
+# Where the model cannot rank a near-tie set at all (issue 34, item 4). A tolerance at or above the
+# "no reliable estimate" threshold says the estimates are no more precise than the gaps between
+# the layouts, and a set of more than LARGE_SET layouts is no shortlist: plan then says that it
+# cannot rank them and points to `tune`, and shows the first SHOWN of them, never "within 100%".
+NO_RELIABLE_ESTIMATE = 0.5
+LARGE_SET = 10
+SHOWN = 5
+
+
+def cannot_rank(within: float, size: int) -> bool:
+    """True when a near-tie set of `size` layouts under tolerance `within` (a fraction) cannot be
+    ranked by the model: the tolerance is at least NO_RELIABLE_ESTIMATE or the set holds more
+    than LARGE_SET layouts. A set of one layout (the first alone) is no tie. (A band too wide for
+    a reliable estimate is said by the domain line, planner.domain.)"""
+    if size <= 1:
+        return False
+    return within >= NO_RELIABLE_ESTIMATE or size > LARGE_SET
+
+
+def shown(ties: list[tuple[int, Candidate]], unranked: bool) -> list[tuple[int, Candidate]]:
+    """The part of a near-tie set that plan lists: all of it, or the first SHOWN of a set the
+    model cannot rank (the rest are as likely, and `tune` measures them)."""
+    return ties[:SHOWN] if unranked else ties

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             "candidates": [report.candidate_json(c, hw, args.tokens, arch=got.arch) for c in result.candidates],
             **result.assessment.as_json(),
             "calibration": calibration.source.as_json(),
-            "near_tie": len(ties["layouts"]),  # how many layouts the near-tie set holds
+            "near_tie": ties["size"],  # how many layouts the near-tie set holds (ties["layouts"]: those listed)
             "near_tie_set": ties,
             "nvidia_layout": report.nvidia_json(result.nvidia, hw),
             "rejected": report.rejected_json(result.rejected),

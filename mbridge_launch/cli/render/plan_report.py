@@ -102,14 +102,18 @@ def near_tie_json(result: Any) -> dict[str, Any]:
     """`near_tie_set` of plan's JSON (a planner.entry.PlanResult): the tolerance and its basis,
     whether the set may go on past the listed candidates, and the layouts with their estimates."""
     band = result.tie
+    unranked = result.near_tie_unranked
     return {
         "within": round(band.within, 4), "basis": band.basis("en"), "complete": result.near_tie_complete,
+        # the model cannot rank the set (planner.near_tie.cannot_rank): `layouts` holds its first
+        # part only, and `tune` measures them
+        "cannot_rank": unranked, "size": len(result.near_tie), "advice": "tune" if unranked else None,
         "layouts": [{"rank": rank, "tp": c.layout.tp, "pp": c.layout.pp, "vp": c.layout.vp, "cp": c.layout.cp,
                      "ep": c.layout.ep, "etp": c.layout.etp, "dp": c.layout.dp, "mbs": c.layout.mbs, "fsdp": c.layout.fsdp,
                      "recompute": recompute_label(c.layout),
                      "tokens_per_sec_per_gpu": round(c.tokens_per_sec_per_gpu, 1), "mfu": round(c.mfu, 4),
                      "step_time_s": round(c.step_time_s, 4), "memory_total_gb": round(c.memory_total_gb, 2)}
-                    for rank, c in result.near_tie],
+                    for rank, c in result.near_tie_shown],
     }
 
 
@@ -117,6 +121,15 @@ def near_tie_text(result: Any) -> list[str]:
     found, band = result.near_tie, result.tie
     if len(found) <= 1:
         return []
+    if result.near_tie_unranked:
+        # never "within 100% of the first": the model cannot rank these, `tune` can
+        listed = result.near_tie_shown
+        lines = [t("planner.near_tie_unranked", layouts=", ".join(str(rank) for rank, _ in listed), basis=band.basis())]
+        if len(listed) < len(found):
+            lines.append(t("planner.near_tie_unranked_more", size=len(found), shown=len(listed)))
+        elif not result.near_tie_complete:
+            lines.append(t("planner.near_tie_more", top=len(result.candidates)))
+        return [*lines, ""]
     # with measured layouts in the set, some may lie outside the tolerance: say why they are in it
     key = "planner.near_tie_measured" if band.evidence else "planner.near_tie"
     lines = [t(key, layouts=", ".join(str(rank) for rank, _ in found), pct=band.within, basis=band.basis())]
