@@ -11,6 +11,9 @@ benchmarks/fit_constants.py never reads them.
   and 128, sequences of 8192, 1-4 micro-batches per step). Llama 2 70B is Llama 3 70B's shape
   (80 layers, hidden 8192, 64 heads, 8 KV groups, FFN 28672) with a 32,000-token vocabulary; the
   catalog has no Llama 2 entry, so it is built here from llama3_70b.
+- throughput_mlperf.csv, its LoRA rows: the external throughput set's MLPerf v4.1/v5.1
+  llama2_70b_lora submissions of every submitter on NVIDIA GPUs (benchmarks/external/
+  throughput_mlperf_extract.py; H100 to GB300, FP8 and NVFP4, 4 to 512 GPUs).
 
 For each row: the estimate of the published layout (recompute as the row says, with the wheel's
 step model and the shipped constants), its error against the measured tokens/s/GPU, and whether
@@ -40,7 +43,10 @@ from mbridge_launch.planner.throughput import estimate_step  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "external" / "data"
 SETS = {"megatron_bridge": DATA / "finetune_megatron_bridge.csv",
-        "mlperf_lora": DATA / "finetune_mlperf_llama2_70b_lora.csv"}
+        "mlperf_lora": DATA / "finetune_mlperf_llama2_70b_lora.csv",
+        "mlperf_lora_all": DATA / "throughput_mlperf.csv"}
+# the external throughput set's column names for the ones read here
+_ALIASES = {"num_gpus": "gpus", "task": "goal"}
 # Llama 2 70B: Llama 3 70B's decoder with Llama 2's 32k vocabulary (Touvron et al. 2023, table 1)
 _DERIVED = {"llama2_70b": ("llama3_70b", {"vocab_size": 32000})}
 
@@ -76,8 +82,11 @@ class Result:
 
 
 def rows(name: str) -> list[dict[str, str]]:
+    """The fine-tuning rows of set `name`, read under this script's column names."""
     with open(SETS[name], newline="") as fh:
-        return list(csv.DictReader(fh))
+        records = [{**r, **{ours: r[theirs] for ours, theirs in _ALIASES.items() if theirs in r}}
+                   for r in csv.DictReader(fh)]
+    return [r for r in records if r["task"] in ("sft", "lora", "dora")]
 
 
 def evaluate(name: str, record: dict[str, str]) -> Result:
@@ -93,7 +102,8 @@ def evaluate(name: str, record: dict[str, str]) -> Result:
     task = record["task"]
     est = estimate_step(arch, hw, layout, precision, goal=task)
     band = assess(record["model"], arch, hw.name, precision, task, layout.seq_length, n).band
-    label = (f"{record['model']} {task} {record['system']} x{n} {precision} GBS {layout.gbs} seq {layout.seq_length} "
+    who = f"{record['submitter']} " if record.get("submitter") else ""
+    label = (f"{who}{record['model']} {task} {record['system']} x{n} {precision} GBS {layout.gbs} seq {layout.seq_length} "
              f"TP{tp} PP{pp} CP{cp} VP{vp or 1} ({layout.microbatches} micro-batches)")
     return Result(name, task, label, float(record["tokens_per_sec_per_gpu"]), est.tokens_per_sec_per_gpu, band.p90)
 
