@@ -200,10 +200,13 @@ def test_every_value_a_recipe_sets_itself_is_the_catalogs(synced):
 
 
 # --- catalog diff 0.6.2 -> 0.7.0 -----------------------------------------------------------------
-def test_catalog_diff_from_the_shipped_release_reads_well(synced, capsys):
-    _, written, catalog = synced
+def test_catalog_diff_from_the_shipped_release_reads_well(synced, capsys, monkeypatch):
+    data_home, _, catalog = synced
+    monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
+    monkeypatch.delenv("MBRIDGE_LAUNCH_CATALOGS", raising=False)
     capsys.readouterr()
-    assert main(["catalog", "diff", "0.6.2", str(written)]) == 1  # 1: differences found
+    # both by version: 0.6.2 from the package, 0.7.0 from the user's data folder
+    assert main(["catalog", "diff", "0.6.2", "0.7.0"]) == 1  # 1: differences found
     text = capsys.readouterr().out
     lines = text.splitlines()
     assert lines[0].startswith("catalog diff: Megatron Bridge 0.6.2") and "0.7.0" in lines[0]
