@@ -34,24 +34,27 @@ def optimizer_bytes(features: Mapping[str, Any], precision: str) -> float | None
     """Bytes per trained parameter of the optimizer state under the precision-aware optimizer
     (optimizer.use_precision_aware_optimizer), None when the recipe keeps fp32 Adam (12).
 
-    Megatron Core optimizer/__init__.py (_get_megatron_optimizer_based_on_param_groups): TE's
-    FusedAdam holds exp_avg / exp_avg_sq in exp_avg_dtype / exp_avg_sq_dtype; the master weights are
-    TE's in main_params_dtype except with FP8 weights other than delayed scaling, where Megatron
-    keeps them in fp32 (use_precision_aware_optimizer_no_fp8_or_ds_fp8). distrib_optimizer.py
-    (load_state_dict's init_shard): with bf16 params and store_param_remainders (default True) an
-    fp32 master is kept as its 16-bit remainder (int16, 2 bytes)."""
+    Megatron Core optimizer/__init__.py: TE's FusedAdam holds exp_avg / exp_avg_sq in exp_avg_dtype /
+    exp_avg_sq_dtype. The master weights are TE's (master_weight_dtype = main_params_dtype) only when
+    optimizer_config.py's use_precision_aware_optimizer_no_fp8_or_ds_fp8 holds: main_params_dtype not
+    fp32, or fp8_recipe None or "delayed", or optimizer CPU offload; otherwise Megatron keeps an fp32
+    master (4 bytes). Bridge's MixedPrecisionConfig copies its fp8_recipe ("tensorwise" by default,
+    even in bf16 runs) onto the optimizer config, so a Bridge recipe keeps the fp32 master unless it
+    runs delayed scaling or a 16-bit master. A TE-managed fp32 master of bf16 params is stored as its
+    16-bit remainder (store_param_remainders, default True: distrib_optimizer.py, 2 bytes)."""
     if not _on(features.get("use_precision_aware_optimizer")):
         return None
     moments = (_dtype_bytes(features.get("exp_avg_dtype")) or 4.0) + (_dtype_bytes(features.get("exp_avg_sq_dtype"))
                                                                        or 4.0)
     main = _dtype_bytes(features.get("main_params_dtype")) or 4.0
-    fp8_weights = precision.startswith("fp8") and _on(features.get("fp8_param_gather"))
-    if fp8_weights:
+    recipe = str(features.get("fp8_recipe") or "tensorwise").strip().lower()
+    te_master = main < 4.0 or recipe == "delayed" or precision == "fp8ds" or _on(features.get("optimizer_cpu_offload"))
+    if not te_master:
         master = 4.0
-    else:
-        master = 2.0  # fp32 as its bf16 remainder, or a 16-bit master dtype
-    if main < 4.0:
+    elif main < 4.0:
         master = main
+    else:
+        master = 2.0  # fp32 kept as the 16-bit remainder beside the bf16 parameter
     return master + moments
 
 

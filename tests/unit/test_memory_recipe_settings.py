@@ -63,10 +63,14 @@ def test_fine_grained_offload_of_core_attention_drops_its_inputs():
 def test_precision_aware_optimizer_bytes_follow_megatron():
     bf16_moments = {"use_precision_aware_optimizer": True, "exp_avg_dtype": "torch.bfloat16",
                     "exp_avg_sq_dtype": "torch.bfloat16", "main_params_dtype": "torch.float32"}
-    # bf16 params: the fp32 master kept as its 16-bit remainder (store_param_remainders)
-    assert optimizer_bytes(bf16_moments, "bf16") == 2 + 2 + 2
-    # FP8 primary weights: Megatron keeps the fp32 master itself
-    assert optimizer_bytes({**bf16_moments, "fp8_param_gather": True}, "fp8cs") == 4 + 2 + 2
+    # Bridge copies its fp8_recipe ("tensorwise" by default, bf16 runs too) onto the optimizer
+    # config: Megatron keeps the fp32 master itself, beside bf16 moments
+    assert optimizer_bytes(bf16_moments, "bf16") == 4 + 2 + 2
+    assert optimizer_bytes({**bf16_moments, "fp8_recipe": "tensorwise"}, "fp8cs") == 4 + 2 + 2
+    # delayed scaling: TE's master, an fp32 one kept as its 16-bit remainder (store_param_remainders)
+    assert optimizer_bytes({**bf16_moments, "fp8_recipe": "delayed"}, "fp8ds") == 2 + 2 + 2
+    # a 16-bit master dtype: TE's master in that dtype
+    assert optimizer_bytes({**bf16_moments, "main_params_dtype": "torch.float16"}, "bf16") == 2 + 2 + 2
     assert optimizer_bytes({"use_precision_aware_optimizer": False}, "bf16") is None
     m = estimate_memory(LLAMA8, evolve(BASE, optimizer_bytes=6.0), 80)
     assert m.optimizer == pytest.approx(6 * PARAMS_8B / 8 / GIB)
@@ -98,7 +102,7 @@ def test_recipe_features_become_layout_fields():
                 "offload_modules": ["core_attn"], "use_precision_aware_optimizer": True,
                 "exp_avg_dtype": "torch.bfloat16", "exp_avg_sq_dtype": "torch.bfloat16"}
     got = memory_settings(features, "bf16")
-    assert got == {"cpu_offload_layers": 20, "optimizer_bytes": 6.0, "grad_bytes": 2.0,
+    assert got == {"cpu_offload_layers": 20, "optimizer_bytes": 8.0, "grad_bytes": 2.0,
                    "cuda_graph_scope": ("attn", "moe_router"), "ce_fusion": True}
     assert ("cpu_offload_layers", "20") in applied(got) and ("cuda_graph_scope", "attn,moe_router") in applied(got)
     # full-iteration graphs and CUDA graphs off add nothing
