@@ -29,7 +29,7 @@ from mbridge_launch.planner.calibration_rows import Row, csv_path, load_rows  # 
 from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown, estimate_memory  # noqa: E402
 from mbridge_launch.planner.nvidia_layout import recipe_layout, shipped_recipes  # noqa: E402
 from mbridge_launch.planner.pipeline_split import settle  # noqa: E402
-from mbridge_launch.planner.recipe_settings import memory_settings  # noqa: E402
+from mbridge_launch.planner.recipe_settings import applied, memory_settings  # noqa: E402
 from mbridge_launch.planner.rules import Layout, evolve  # noqa: E402
 
 # settings of a recipe that do not depend on its layout (lent to a row of another grid)
@@ -132,6 +132,7 @@ def estimate_rows(rows: list[Row] | None = None) -> list[RowEstimate]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all", action="store_true", help="print every row (default: those that do not fit)")
+    ap.add_argument("--write", action="store_true", help="write the summary into benchmarks/RESULTS.md")
     args = ap.parse_args()
     results = estimate_rows()
     over = [e for e in results if not e.fits]
@@ -140,10 +141,46 @@ def main() -> int:
             m = e.memory
             print(f"{'fits' if e.fits else 'OVER'} {e.row.label}: {m.total:.1f} of {HEADROOM * e.row.hw.hbm_gb:.1f} GiB "
                   f"usable, recipe {e.recipe.name if e.recipe else '-'} ({'same grid' if e.same_grid else 'lent'})")
-    same = sum(1 for e in results if e.same_grid)
-    print(f"{len(results)} published rows, {same} estimated with the recipe of their own grid; "
-          f"{len(results) - len(over)} fit, {len(over)} do not")
+    text = summary(results)
+    print(text)
+    if args.write:
+        from results_file import write_section
+
+        write_section(SECTION, text)
     return 1 if over else 0
+
+
+SECTION = "## Published rows with their recipes' settings (`python benchmarks/published_row_memory.py --write`)"
+
+
+def summary(results: list[RowEstimate]) -> str:
+    """The RESULTS.md section: counts, the margin, and the rows closest to their limit."""
+    same = [e for e in results if e.same_grid]
+    over = [e for e in results if not e.fits]
+    used = {}
+    for e in same:
+        for name in memory_settings(e.recipe.features, e.row.precision):
+            used[name] = used.get(name, 0) + 1
+    lent_offload = sum(1 for e in results if not e.same_grid and e.layout.cpu_offload_layers)
+    lent_recompute = sum(1 for e in results if not e.same_grid and e.layout.recompute != "none")
+    closest = sorted(results, key=lambda e: e.memory.total / (HEADROOM * e.row.hw.hbm_gb), reverse=True)[:8]
+    lines = [SECTION, "", __doc__.split("\n\n")[2].replace("\n", " ").strip(), "",
+             (f"- {len(results)} published rows (catalog/perf_calibration.csv); **{len(results) - len(over)} fit, "
+              f"{len(over)} do not** (usable = {HEADROOM:.0%} of HBM)."),
+             (f"- {len(same)} estimated with every setting of the 0.6.2 benchmark recipe that runs their grid on "
+              "their system; settings used among them: " + ", ".join(f"{k} ({v})" for k, v in sorted(used.items()))
+              + "."),
+             (f"- {len(results) - len(same)} rows of older releases whose grid 0.6.2 does not ship on their system: "
+              "layout-free settings lent, recompute / CPU offloading unknown, so the lightest the real code accepts "
+              f"that fits ({lent_recompute} with recompute, {lent_offload} with CPU offloading)."), "",
+             "| row | recipe | settings | total GiB | usable GiB |", "|---|---|---|---|---|"]
+    for e in closest:
+        settings = ", ".join(f"{k}={v}" for k, v in applied(memory_settings(e.recipe.features, e.row.precision))) \
+            if e.recipe is not None and e.same_grid else "lent; recompute=" + e.layout.recompute + (
+                f", cpu_offload_layers={e.layout.cpu_offload_layers}" if e.layout.cpu_offload_layers else "")
+        lines.append(f"| {e.row.label} | {e.recipe.name if e.recipe else '-'} | {settings} | {e.memory.total:.1f} | "
+                     f"{HEADROOM * e.row.hw.hbm_gb:.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
