@@ -516,4 +516,11 @@ def static_memory(arch: ModelArch, layout: Layout, *, precision: str = "bf16", g
     """A lower bound (GiB) on the memory of every variant of this grid: micro-batch 1, full
     recompute, no virtual pipeline. The search drops a grid whose bound already exceeds HBM."""
     lightest = evolve(layout, mbs=1, recompute="full", vp=None)
-    return estimate_memory(arch, lightest, None, precision=precision, goal=goal, grad_bytes=grad_bytes).total
+    bound = estimate_memory(arch, lightest, None, precision=precision, goal=goal, grad_bytes=grad_bytes).total
+    if layout.cpu_offload_layers:
+        # CPU offloading runs without recompute (Megatron rejects both) and may keep less than full
+        # recompute's layer inputs: the bound is the lighter of the two
+        offloaded = evolve(layout, mbs=1, recompute="none", recompute_layers=None, vp=None)
+        bound = min(bound, estimate_memory(arch, offloaded, None, precision=precision, goal=goal,
+                                           grad_bytes=grad_bytes).total)
+    return bound

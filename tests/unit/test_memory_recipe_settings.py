@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mbridge_launch.knowledge.models import load_arch
-from mbridge_launch.planner.memory import GIB, estimate_memory
+from mbridge_launch.planner.memory import GIB, estimate_memory, static_memory
 from mbridge_launch.planner.recipe_settings import applied, memory_settings, optimizer_bytes
 from mbridge_launch.planner.rules import Layout, evolve
 
@@ -109,3 +109,10 @@ def test_recipe_features_become_layout_fields():
     assert "cuda_graph_scope" not in memory_settings({"cuda_graph_impl": "local", "cuda_graph_scope": ["full_iteration"]},
                                                      "bf16")
     assert memory_settings({}, "bf16") == {}
+
+
+def test_static_memory_stays_a_lower_bound_with_cpu_offloading():
+    """Offloading 31 of 32 layers keeps one layer's activations, less than full recompute's 32 layer
+    inputs plus a working layer: the grid's bound must not exceed the offloaded layout's estimate."""
+    layout = evolve(BASE, cpu_offload_layers=31)
+    assert static_memory(LLAMA8, layout) <= estimate_memory(LLAMA8, layout).total
