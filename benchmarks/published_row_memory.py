@@ -33,7 +33,7 @@ from mbridge_launch.planner.recipe_settings import applied, memory_settings  # n
 from mbridge_launch.planner.rules import Layout, evolve  # noqa: E402
 
 # settings of a recipe that do not depend on its layout (lent to a row of another grid)
-_LAYOUT_FREE = ("optimizer_bytes", "grad_bytes", "ce_fusion", "optimizer_offload_fraction")
+_LAYOUT_FREE = ("optimizer_bytes", "grad_bytes", "ce_fusion", "optimizer_offload_fraction", "mtp_layers")
 
 
 def _grid(L: Layout) -> tuple:
@@ -77,11 +77,14 @@ def row_recipe(row: Row, recipes: list[Any]) -> tuple[Any, bool]:
 
 
 def row_layout(row: Row, recipe: Any, same_grid: bool) -> Layout:
-    """The row's layout with the recipe's settings (all where it runs the row's grid)."""
+    """The row's layout with the recipe's settings (all where it runs the row's grid); the row's own
+    MTP depth (model_variant "w/o MTP") wins over the recipe's."""
     L = row.layout
     if recipe is None:
         return L
     settings = memory_settings(recipe.features, row.precision)
+    if row.mtp_layers is not None:
+        settings["mtp_layers"] = row.mtp_layers
     own = recipe_layout(recipe, row.arch)
     if same_grid:
         L = evolve(L, recompute=own.recompute, recompute_layers=own.recompute_layers,

@@ -21,6 +21,7 @@ SETTING_NAMES = {
     "grad_bytes": "ddp.grad_reduce_in_fp32",
     "cuda_graph_scope": "model.cuda_graph_scope",
     "ce_fusion": "model.cross_entropy_loss_fusion",
+    "mtp_layers": "model.mtp_num_layers",
 }
 
 
@@ -169,4 +170,6 @@ def _flags(args: argparse.Namespace, precision: str) -> dict[str, Any]:
         out["cuda_graph_scope"] = scopes
     if args.cross_entropy_fusion is not None:
         out["ce_fusion"] = args.cross_entropy_fusion
+    if args.mtp_layers is not None:  # estimate's own --mtp-layers (the step model reads it too)
+        out["mtp_layers"] = args.mtp_layers
     return out

@@ -332,7 +332,7 @@ class _MemoryModel:
 
     def _stage_params(self, L: Layout, first: bool) -> tuple:
         key = (L.tp, L.pp, L.vp_size, L.ep, L.etp_size, L.uneven_pp, L.first_stage_layers, L.last_stage_layers, L.split,
-               first)
+               first, L.mtp_layers)
         hit = self._stages.get(key)
         if hit is not None:
             return hit
@@ -353,10 +353,11 @@ class _MemoryModel:
         if last:
             if not (arch.share_embeddings_and_output_weights and L.pp == 1):
                 dense += emb
-            if arch.mtp_num_layers and not arch.is_hybrid:
+            mtp = _mtp_depth(arch, L)
+            if mtp and not arch.is_hybrid:
                 d, e = _layer_params(arch, arch.layer_kinds()[-1], L)
-                dense += arch.mtp_num_layers * (d + 2 * arch.hidden_size * arch.hidden_size / L.tp)
-                expert += arch.mtp_num_layers * e
+                dense += mtp * (d + 2 * arch.hidden_size * arch.hidden_size / L.tp)
+                expert += mtp * e
         adapters = _adapter_params(arch, kinds, L) if self.peft else 0.0
         embeddings = emb * (int(first) + int(last and not (arch.share_embeddings_and_output_weights and L.pp == 1)))
         hit = (dense, expert, counts, len(kinds), biggest, adapters, embeddings)
@@ -474,7 +475,7 @@ class _MemoryModel:
             activations += 2.0 * arch.hidden_size * tokens / split  # embedding output
         logits = 0.0
         if last:
-            heads = 1 + (arch.mtp_num_layers if not arch.is_hybrid else 0)
+            heads = 1 + (_mtp_depth(arch, L) if not arch.is_hybrid else 0)
             # bf16 logits, and the fp32 softmax the unfused vocab-parallel cross entropy keeps for
             # backward (tensor_parallel/cross_entropy.py); the fused one (cross_entropy_loss_fusion,
             # TE's parallel_cross_entropy or Megatron's fused_cross_entropy) writes its gradient
@@ -491,6 +492,12 @@ class _MemoryModel:
             fp8_param_gather=gather if self.precision.startswith("fp8") else None,
             moe_dispatcher=L.moe_dispatcher if counts.get("E") else None,
         )
+
+
+def _mtp_depth(arch: ModelArch, L: Layout) -> int:
+    """Multi-token prediction layers on the last stage: the recipe's model.mtp_num_layers (Layout.
+    mtp_layers, 0: off, as DeepSeek-V3's "w/o MTP" runs) when the layout carries it, else the model's."""
+    return int(L.mtp_layers if L.mtp_layers is not None else (arch.mtp_num_layers or 0))
 
 
 def _adapter_params(arch: ModelArch, kinds: tuple[str, ...], layout: Layout, rank: int = 32) -> float:

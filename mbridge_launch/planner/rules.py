@@ -96,6 +96,8 @@ class Layout(LayoutFields):
     cuda_graph_scope: Optional[tuple[str, ...]] = None
     # model.cross_entropy_loss_fusion; None: unfused (the fp32 logits copy counted)
     ce_fusion: Optional[bool] = None
+    # model.mtp_num_layers of the run (0: multi-token prediction off); None: the model's own
+    mtp_layers: Optional[int] = None
 
     @property
     def etp_size(self) -> int:

@@ -116,3 +116,16 @@ def test_static_memory_stays_a_lower_bound_with_cpu_offloading():
     inputs plus a working layer: the grid's bound must not exceed the offloaded layout's estimate."""
     layout = evolve(BASE, cpu_offload_layers=31)
     assert static_memory(LLAMA8, layout) <= estimate_memory(LLAMA8, layout).total
+
+
+def test_the_runs_mtp_depth_replaces_the_models():
+    """DeepSeek-V3 carries one MTP layer; a run with model.mtp_num_layers=0 (the published "w/o MTP"
+    rows) has no MTP layer or extra logits on the last stage."""
+    arch = load_arch("deepseek_v3")
+    assert arch.mtp_num_layers == 1
+    layout = Layout(ep=64, mbs=1, gbs=2048, seq_length=4096, world=256)  # one stage: it holds the MTP layer
+    with_mtp = estimate_memory(arch, evolve(layout, mtp_layers=None), 192)
+    without = estimate_memory(arch, evolve(layout, mtp_layers=0), 192)
+    assert without.logits == pytest.approx(with_mtp.logits / 2)
+    assert without.weights < with_mtp.weights
+    assert memory_settings({"mtp_num_layers": 0}, "bf16") == {"mtp_layers": 0}
