@@ -277,7 +277,7 @@ def test_real_wheel_reproduces_committed_catalog(request, tmp_path, tmp_path_fac
     assert result.path.name == COMMITTED.name
     assert result.path.read_bytes() == COMMITTED.read_bytes(), (
         "catalog sync no longer reproduces catalog/megatron-bridge-0.6.2.json; regenerate it with "
-        f"`mbridge-launch catalog sync --from {wheel}` and review the diff"
+        f"`mbridge-launch catalog sync --from {wheel} --out catalog/` and review the diff"
     )
     catalog = load_catalog("0.6.2")
     library, benchmark = _exported_names(wheel)
