@@ -1,7 +1,10 @@
 """Python builtins and the few standard-library calls recipes make, as seen by the interpreter.
 
 Each works on known values and answers Unknown otherwise; nothing here touches the file system,
-the environment or the network (os.getcwd() and os.environ are Unknown on purpose).
+the environment or the network (os.getcwd() and os.environ are Unknown on purpose). The one reading
+of the environment is the recipe's own: `os.environ.get(NAME, DEFAULT)` / `os.getenv(NAME, DEFAULT)`
+is DEFAULT, the value the recipe has where NAME is unset (0.7's Qwen3-Omni recipes name their HF
+checkpoint that way); without a default it stays Unknown.
 """
 
 from __future__ import annotations
@@ -269,6 +272,12 @@ def _path_join(interp: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return Unknown("path")
 
 
+def _env_default(interp: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    default = args[1] if len(args) == 2 else kwargs.get("default", _NO_DEFAULT)
+    return Unknown("environment variable") if default is _NO_DEFAULT else default
+
+
+_NO_DEFAULT = object()
 _MATH = {name: getattr(math, name) for name in ("ceil", "floor", "gcd", "sqrt", "log2", "isqrt", "prod", "lcm")}
 
 EXTERNAL_CALLS: dict[str, Any] = {
@@ -281,6 +290,8 @@ EXTERNAL_CALLS: dict[str, Any] = {
     "os.path.join": _path_join,
     "typing.cast": lambda i, a, k: a[1] if len(a) == 2 else Unknown("cast"),
     "warnings.warn": _noop,
+    "os.environ.get": _env_default,
+    "os.getenv": _env_default,
 }
 for _name, _fn in _MATH.items():
     EXTERNAL_CALLS[f"math.{_name}"] = _plain(_fn)

@@ -125,6 +125,11 @@ HAND_READ = {
         tensor_model_parallel_size=4, pipeline_model_parallel_size=16, context_parallel_size=2,
         expert_model_parallel_size=8, expert_tensor_parallel_size=1, sequence_parallel=True, seq_length=4096,
         global_batch_size=32, micro_batch_size=1),
+    # qwen_omni/h100/qwen3_omni.py:43-: os.environ.get("QWEN3_OMNI_HF_PATH", _QWEN3_OMNI_HF_PATH), the
+    # public id where the variable is unset; TP 1, PP 1, EP 8, ETP 1, seq 4096
+    "qwen3_omni_30b_a3b_sft_8gpu_h100_bf16_config": dict(
+        hf_model_id="Qwen/Qwen3-Omni-30B-A3B-Instruct", tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+        expert_model_parallel_size=8, expert_tensor_parallel_size=1, seq_length=4096),
 }
 
 
