@@ -352,7 +352,8 @@ class _StepModel:
         # the weights that get gradients and an optimizer step: all of them, or under PEFT the
         # adapters only (flops.trained_params); Megatron's DDP buckets hold trained weights only
         trained = trained_params(arch, goal)
-        self.dense_trained, self.expert_trained = trained if trained is not None else (self.dense_total, self.expert_total)
+        self.dense_trained: float = trained[0] if trained is not None else float(self.dense_total)
+        self.expert_trained: float = trained[1] if trained is not None else float(self.expert_total)
         # forward share of a weight GEMM's training work: forward, data gradient and weight
         # gradient are equal thirds; a frozen weight has no weight gradient, so its forward is half
         self.gemm_forward_share = _FROZEN_FORWARD if trained is not None else _FULL_EXTRA
