@@ -37,8 +37,13 @@ from typing import Any, Iterable, Optional
 from mbridge_launch.base.errors import UserError
 from mbridge_launch.knowledge.models import ModelArch
 
-ALLOWED = frozenset({"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
-                     "gdn_norm_out", "mhc"})
+# TransformerConfig.__post_init__'s allowed_modules in Megatron Core 0.19.2
+MEGATRON_CORE_019 = frozenset({"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
+                               "gdn_norm_out"})
+# Used by shipped 0.6.2 recipes that run on a newer Megatron Core (DeepSeek-V4's: see above); the
+# catalog's static finding recompute_modules_unknown still says 0.19.2 itself rejects them
+NEWER_CORE = frozenset({"mhc"})
+ALLOWED = MEGATRON_CORE_019 | NEWER_CORE
 # What a known module needs of the model (the message of a name that exists but does not apply)
 REQUIREMENT = {
     "mla_up_proj": "planner.recompute_requirement.mla_up_proj",
