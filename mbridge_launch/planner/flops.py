@@ -114,7 +114,10 @@ def flops_per_token(
         attn_core += core
     mlp = 12 * h * (arch.ffn_hidden_size or 0) * gated * n_mlp
     mlp += 12 * h * (arch.moe_shared_expert_intermediate_size or 0) * gated * n_moe
-    moe = 12 * h * arch.expert_ffn * (arch.moe_router_topk or 0) * gated * n_moe
+    # a LatentMoE's experts compute in the latent width, plus its hidden<->latent projection pair
+    # (Megatron Bridge 0.6.2 flop_utils moe_layer_flops with moe_latent_size)
+    moe = 12 * arch.expert_width * arch.expert_ffn * (arch.moe_router_topk or 0) * gated * n_moe
+    moe += 12 * h * (arch.moe_latent_size or 0) * n_moe
     mamba = counts["mamba"] * _mamba_per_layer(arch)
     logits = 6 * h * arch.padded_vocab(tp) * (mtp + 1) + 6 * mtp * (3 * h + 2 * h * h)
     parts = FlopsPerToken(attn_proj, attn_core, mlp, moe, mamba, logits)

@@ -199,3 +199,20 @@ def test_a_module_that_does_not_apply_says_what_it_needs_not_that_it_is_unknown(
                                   "--recompute-modules", "mla_up_proj"])
     assert rc == 2 and "does not apply to llama3_8b" in err and "multi-latent attention" in err
     assert "valid choices" not in err and "choose from" not in err.lower()
+
+
+def test_a_latent_moe_charges_its_experts_at_the_latent_width():
+    """Megatron Bridge's flop_utils: routed experts at moe_latent_size, plus the up/down projections."""
+    from dataclasses import replace
+
+    from mbridge_launch.knowledge.models import load_arch
+    from mbridge_launch.planner.flops import flops_per_token
+
+    latent = load_arch("nemotron_3_super")
+    wide = replace(latent, moe_latent_size=None)
+    h, latent_width = latent.hidden_size, latent.moe_latent_size
+    wide_moe = flops_per_token(wide, 4096).moe  # experts at hidden_size: 12 h ffn k (gated) per MoE layer
+    n_moe = wide_moe / (12 * h * latent.expert_ffn * latent.moe_router_topk)  # MoE layers FLOPs counts (gated 1)
+    assert n_moe == int(n_moe) and n_moe >= latent.layer_counts()["moe"]
+    expected = wide_moe * latent_width / h + 12 * h * latent_width * n_moe
+    assert flops_per_token(latent, 4096).moe == expected
