@@ -259,3 +259,17 @@ def test_a_plan_finds_its_catalog_in_the_data_folder(data_home, tmp_path, capsys
     assert main(["preflight", str(plan), "--no-cluster", "--format", "json"]) in (0, 1)
     checks = json.dumps(json.loads(capsys.readouterr().out))
     assert "plan.catalog_skipped" in checks and "no catalog for Megatron Bridge 0.6.3; available: 0.6.2" in checks
+
+
+def test_doctor_says_where_each_catalog_comes_from(data_home, tmp_path, monkeypatch, capsys):
+    user_copy = _with_version("0.6.3", data_home / "mbridge-launch" / "catalogs")
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no Slurm: doctor still reports the rest
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    assert main(["doctor", "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["megatron_bridge_catalogs"] == ["0.6.2", "0.6.3"]
+    assert [(c["version"], c["origin"], c["path"]) for c in report["catalogs"]["catalogs"]] == [
+        ("0.6.2", "package", str(catalog_dir() / SHIPPED.name)), ("0.6.3", "user", str(user_copy))]
+    main(["doctor"])
+    assert f"0.6.3: user data folder, {user_copy}" in capsys.readouterr().out
