@@ -21,7 +21,10 @@ pretraining; small batch = fine-tuning or <= 2 micro-batches per step; long cont
 planner.domain.regime_of) and estimate kind
 (model alone; corrected by measured rows), the median and p90 of |error| pooled over every
 external set and the calibration rows' own held-out errors (leave-one-system/model-out; for
-corrected estimates leave-one-release-out). Coverage is measured honestly: for each external set,
+corrected estimates leave-one-release-out)
+and, with --back, the other direction: constants fitted on the external tuned-pretraining rows alone
+(benchmarks/fitting.py's fit_ranked, the --quick settings of domain_table.py) predicting NVIDIA's
+calibration rows (stored in the domain file's "regimes_back" and reused by later runs without --back). Coverage is measured honestly: for each external set,
 the bands are recomputed WITHOUT that set, and the share of its rows whose |error| lies within the
 p90 of the band planner.domain prints (with those bands) is reported.
 """
@@ -35,6 +38,7 @@ import statistics
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -124,6 +128,15 @@ def arch_of(model: str) -> ModelArch | None:
     return load_arch(model)
 
 
+def layout_of(row: External, arch: ModelArch) -> Layout:
+    """The row's published layout (no recompute: the caller picks the level)."""
+    vp = row.vp if row.vp > 1 else None
+    return Layout(tp=row.tp, pp=row.pp, vp=vp, cp=row.cp, ep=row.ep, sp=row.tp > 1, mbs=row.mbs, gbs=row.gbs,
+                  seq_length=row.seq_length, world=row.gpus, fsdp=row.fsdp, cp_comm_type="p2p" if row.cp > 1 else None,
+                  gpus_per_node=get_hardware(row.system).gpus_per_node,
+                  uneven_pp=arch.num_layers % (row.pp * (vp or 1)) != 0)
+
+
 def estimate(row: External) -> None:
     """row.error through planner.entry.estimate_request, at the cheapest recompute that fits."""
     arch = arch_of(row.model)
@@ -131,10 +144,7 @@ def estimate(row: External) -> None:
         row.reason = "architecture not in the catalog"
         return
     hw = get_hardware(row.system)
-    vp = row.vp if row.vp > 1 else None
-    base = Layout(tp=row.tp, pp=row.pp, vp=vp, cp=row.cp, ep=row.ep, sp=row.tp > 1, mbs=row.mbs, gbs=row.gbs,
-                  seq_length=row.seq_length, world=row.gpus, fsdp=row.fsdp, cp_comm_type="p2p" if row.cp > 1 else None,
-                  gpus_per_node=hw.gpus_per_node, uneven_pp=arch.num_layers % (row.pp * (vp or 1)) != 0)
+    base = layout_of(row, arch)
     # benchmark configs reduce gradients in bf16 (calibration_rows.GRAD_BYTES)
     request = PlanRequest(row.model, arch, hw, row.gpus, row.gbs, row.seq_length, row.precision, row.goal,
                           grad_bytes=BF16_GRAD_BYTES)
@@ -166,6 +176,30 @@ def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
+BACK_SETTINGS = {"iters": 300, "rounds": 2, "restarts": 1}  # domain_table.py --quick: one fit takes minutes
+
+
+def back_errors(rows: list[External]) -> list[float]:
+    """Signed errors of NVIDIA's calibration rows (tokens/s) predicted by constants fitted on the
+    external tuned-pretraining rows alone, from the physical defaults (the external -> NVIDIA
+    direction of the cross-source error)."""
+    from accuracy import errors_with
+    from calibration_rows import Row, load_rows
+    from fitting import fit_ranked, prepared, rank_problems
+    from mbridge_launch.planner.throughput import Calibration
+
+    train = []
+    for i, r in enumerate(rows):
+        arch = arch_of(r.model)
+        if r.error is None or r.regime != "pretrain" or arch is None:
+            continue
+        train.append(Row(i, r.set, r.model, r.system, r.precision, arch, get_hardware(r.system), layout_of(r, arch),
+                         r.measured, None, None, False, ""))
+    cal = fit_ranked(train, start=Calibration(), rounds=BACK_SETTINGS["rounds"], iters=BACK_SETTINGS["iters"],
+                     problems=rank_problems(train), restarts=BACK_SETTINGS["restarts"])
+    return errors_with(prepared([r for r in load_rows() if r.tokens_per_sec]), cal)
+
+
 def calibration_errors(doc: dict) -> dict[tuple[str, str], list[float]]:
     """The calibration rows' own held-out |errors| per (regime, kind): the worse of
     leave-one-system-out and leave-one-model-out for the model alone, leave-one-release-out for
@@ -185,9 +219,13 @@ def calibration_errors(doc: dict) -> dict[tuple[str, str], list[float]]:
     return out
 
 
-def regime_bands(rows: list[External], calibration: dict[tuple[str, str], list[float]]) -> dict:
-    """The "regimes" document: per regime and kind, median and p90 of the pooled |errors|."""
+def regime_bands(rows: list[External], calibration: dict[tuple[str, str], list[float]],
+                 back: Sequence[float] = ()) -> dict:
+    """The "regimes" document: per regime and kind, median and p90 of the pooled |errors|
+    (`back`: the external -> NVIDIA errors, tuned pretraining of the model alone)."""
     pooled: dict[tuple[str, str], list[float]] = {k: list(v) for k, v in calibration.items()}
+    if back:
+        pooled.setdefault(("pretrain", "model"), []).extend(abs(e) for e in back)
     for r in rows:
         if r.error is not None:
             pooled.setdefault((r.regime, r.kind), []).append(abs(r.error))
@@ -206,16 +244,39 @@ def printed_p90(row: External, table) -> float:  # noqa: ANN001 - planner.domain
                   measured=row.corrected, microbatches=row.microbatches).band.p90
 
 
-def coverage(rows: list[External], doc: dict, calibration: dict) -> dict[str, tuple[int, int]]:
-    """Per external set: (rows within the printed p90, rows) with bands computed without that set."""
+def coverage(rows: list[External], doc: dict, calibration: dict, back: Sequence[float] = ()
+             ) -> dict[str, tuple[int, int]]:
+    """Per external set: (rows within the printed p90, rows) with bands computed without that set;
+    with `back`, also NVIDIA's calibration rows predicted by constants fitted on the external rows
+    (nvidia_from_external), with bands computed without those errors."""
     out: dict[str, tuple[int, int]] = {}
     for name in sorted({r.set for r in rows}):
         others = [r for r in rows if r.set != name]
-        table = table_of({**doc, "regimes": regime_bands(others, calibration)})
+        table = table_of({**doc, "regimes": regime_bands(others, calibration, back)})
         mine = [r for r in rows if r.set == name and r.error is not None]
         hits = sum(abs(r.error) <= printed_p90(r, table) + 1e-9 for r in mine)
         out[name] = (hits, len(mine))
+    if back:
+        out[BACK_SET] = back_coverage(doc, back, regime_bands(rows, calibration))
     return out
+
+
+BACK_SET = "nvidia_from_external"
+
+
+def back_coverage(doc: dict, back: Sequence[float], regimes: dict) -> tuple[int, int]:
+    """(calibration rows whose external -> NVIDIA error lies within the p90 planner.domain prints
+    for them with `regimes`, rows)."""
+    from calibration_rows import load_rows
+
+    table = table_of({**doc, "regimes": regimes})
+    measured = [r for r in load_rows() if r.tokens_per_sec]
+    hits = 0
+    for row, error in zip(measured, back):
+        band = assess(row.model, row.arch, row.system, row.precision, "pretrain", row.layout.seq_length,
+                      row.layout.world, table=table, microbatches=row.layout.microbatches).band
+        hits += abs(error) <= band.p90 + 1e-9
+    return hits, len(back)
 
 
 def summary(values: list[float]) -> str:
@@ -225,7 +286,8 @@ def summary(values: list[float]) -> str:
     return f"{100 * statistics.median(a):.1f}% | {100 * p90(a):.1f}% | {len(a)}"
 
 
-def report(rows: list[External], cover: dict, bands: dict, held_cover: dict) -> tuple[str, str]:
+def report(rows: list[External], cover: dict, bands: dict, held_cover: dict,
+           back: Sequence[float] = ()) -> tuple[str, str]:
     lines = [HEADING, "",
              "Runs the constants were not fitted on, estimated through `planner.entry.estimate_request` with the",
              "row's layout fixed (error = predicted / measured tokens/s - 1; + = too fast). Sets: MLPerf Training",
@@ -254,6 +316,12 @@ def report(rows: list[External], cover: dict, bands: dict, held_cover: dict) -> 
                      f"(target <= {100 * TARGET_MEDIAN:.0f}%: {'met' if med <= TARGET_MEDIAN else 'NOT met'}), "
                      f"n={len(tuned)}.")
     lines.append("")
+    if back:
+        median, high, _ = summary(list(back)).split(" | ")
+        lines += [(f"The other direction (constants fitted on the external tuned-pretraining rows alone, "
+                   f"{BACK_SETTINGS['iters']} iterations, {BACK_SETTINGS['rounds']} ranking rounds, "
+                   f"{BACK_SETTINGS['restarts']} start, predicting NVIDIA's {len(back)} calibration rows): "
+                   f"median |error| {median}, p90 {high}."), ""]
     missing = sorted({f"{r.model} ({r.reason})" for r in rows if r.error is None})
     if missing:
         lines += ["Rows without an estimate: " + "; ".join(missing) + ".", ""]
@@ -267,7 +335,8 @@ def report(rows: list[External], cover: dict, bands: dict, held_cover: dict) -> 
                   "The band `estimate` and `plan` print is never narrower than its regime's held-out error",
                   "(catalog/calibration-domain.json `regimes`: |error| of the external sets above pooled with the",
                   "calibration rows' leave-one-system/model-out errors, or leave-one-release-out for estimates corrected",
-                  "by measured rows). A p90 above 50% prints \"no reliable estimate\".", "",
+                  "by measured rows), and the errors of NVIDIA's rows predicted by constants fitted on the external",
+                  "rows (`--back`). A p90 above 50% prints \"no reliable estimate\".", "",
                   "| regime | estimate | median | p90 | rows |", "|---|---|---|---|---|"]
     for regime, kinds in sorted(bands.items()):
         for kind, b in sorted(kinds.items()):
@@ -287,20 +356,29 @@ def report(rows: list[External], cover: dict, bands: dict, held_cover: dict) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-write", action="store_true", help="print, write neither RESULTS.md nor the domain file")
+    parser.add_argument("--back", action="store_true",
+                        help="refit the constants on the external rows and predict NVIDIA's rows (minutes); "
+                             "without it the errors stored by the last --back run are used")
     args = parser.parse_args()
     rows = load_sets()
     for row in rows:
         estimate(row)
     doc = json.loads(DOMAIN.read_text(encoding="utf-8"))
+    if args.back:
+        doc["regimes_back"] = {"errors": [round(e, 4) for e in back_errors(rows)], "settings": BACK_SETTINGS}
+    back = list(doc.get("regimes_back", {}).get("errors", []))
     calibration = calibration_errors(doc)
-    bands = regime_bands(rows, calibration)
-    held_cover = coverage(rows, doc, calibration)
+    bands = regime_bands(rows, calibration, back)
+    held_cover = coverage(rows, doc, calibration, back)
     shipped = table_of({**doc, "regimes": bands})
     in_sample = {}
     for name in held_cover:
+        if name == BACK_SET:
+            in_sample[name] = back_coverage(doc, back, bands)
+            continue
         mine = [r for r in rows if r.set == name and r.error is not None]
         in_sample[name] = (sum(abs(r.error) <= printed_p90(r, shipped) + 1e-9 for r in mine), len(mine))
-    text, band_text = report(rows, in_sample, bands, held_cover)
+    text, band_text = report(rows, in_sample, bands, held_cover, back)
     print(text)
     print(band_text)
     if not args.no_write:

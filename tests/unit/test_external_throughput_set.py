@@ -234,3 +234,9 @@ def test_domain_table_rewrites_keep_the_regime_bands():
                 "regimes_settings": {"rows": 3}}
     rebuilt = dt.carry_measured({"rows": []}, previous)
     assert rebuilt["regimes"] == previous["regimes"] and rebuilt["regimes_settings"] == {"rows": 3}
+
+
+def test_the_external_to_nvidia_errors_join_the_tuned_pretraining_band_of_the_model_alone():
+    bands = ext.regime_bands([_ext("a", 0.1, goal="lora")], {}, back=[0.5, -0.7, 0.3])
+    assert bands["pretrain"]["model"] == {"median": 0.5, "p90": pytest.approx(0.66), "rows": 3}
+    assert bands["small_batch"]["model"]["rows"] == 1  # fine-tuning runs keep their own band
