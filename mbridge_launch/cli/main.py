@@ -69,10 +69,10 @@ class _Parser(argparse.ArgumentParser):
     # --help, usage and exit messages through public methods (not argparse's private
     # _print_message): without this, a stream that refuses (--help into a closed pipe or onto a
     # full device) exited 0 with nothing shown; here it is one line on stderr and exit 1.
-    def print_usage(self, file: IO[str] | None = None) -> None:
+    def print_usage(self, file: IO[str] | None = None) -> None:  # type: ignore[override]
         _write(self.format_usage(), file or sys.stdout)
 
-    def print_help(self, file: IO[str] | None = None) -> None:
+    def print_help(self, file: IO[str] | None = None) -> None:  # type: ignore[override]
         _write(self.format_help(), file or sys.stdout)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:  # type: ignore[override]
