@@ -76,6 +76,8 @@ JOB_SUFFIX = "-watch"
 # - where the tool keeps its files (base/paths.py, policy/files.py, runs/ledger.py):
 #   XDG_STATE_HOME, XDG_CACHE_HOME, XDG_CONFIG_HOME, MBRIDGE_LAUNCH_STATE_DIR, MBRIDGE_LAUNCH_CACHE_DIR,
 #   MBRIDGE_LAUNCH_LEDGER_BUSY_MS;
+# - where the catalogs are (base/data_dirs.py): a resubmission's preflight and entry command load the
+#   catalog the Plan names, which may be one the user synced: XDG_DATA_HOME, MBRIDGE_LAUNCH_CATALOGS;
 # - what a resubmission checks and obeys as a submission from the login node would:
 #   MBRIDGE_LAUNCH_SITE_POLICY (policy/files.py), MBRIDGE_LAUNCH_SHARED_PREFIXES (preflight/storage.py),
 #   MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS (gate/submit.py), NEMORUN_HOME (executors/nemo_run.py);
@@ -87,7 +89,7 @@ WATCHER_ENV_NAMES = ("PATH", "VIRTUAL_ENV", "PYTHONPATH", "HOME", "USER", "LOGNA
                      "MBRIDGE_LAUNCH_LANG", "LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE",
                      "MBRIDGE_LAUNCH_STRICT_MESSAGES",
                      "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "MBRIDGE_LAUNCH_STATE_DIR",
-                     "MBRIDGE_LAUNCH_CACHE_DIR", "MBRIDGE_LAUNCH_LEDGER_BUSY_MS",
+                     "MBRIDGE_LAUNCH_CACHE_DIR", "MBRIDGE_LAUNCH_LEDGER_BUSY_MS", "XDG_DATA_HOME", "MBRIDGE_LAUNCH_CATALOGS",
                      "MBRIDGE_LAUNCH_SITE_POLICY", "MBRIDGE_LAUNCH_SHARED_PREFIXES", "MBRIDGE_LAUNCH_CONFIRM_GPU_HOURS",
                      "NEMORUN_HOME", POLL_ENV, "MBRIDGE_LAUNCH_DEBUG")
 

@@ -273,3 +273,15 @@ def test_doctor_says_where_each_catalog_comes_from(data_home, tmp_path, monkeypa
         ("0.6.2", "package", str(catalog_dir() / SHIPPED.name)), ("0.6.3", "user", str(user_copy))]
     main(["doctor"])
     assert f"0.6.3: user data folder, {user_copy}" in capsys.readouterr().out
+
+
+def test_a_resubmission_sees_the_same_catalog_folders(data_home, tmp_path, monkeypatch):
+    """The watcher job resubmits on a compute node through preflight and the entry command, which
+    load the Plan's catalog: its export list carries the variables that locate a synced one."""
+    from mbridge_launch.gate.watcher_job import watcher_export_names
+    from plan_fixtures import single_node_h100, with_changes
+
+    monkeypatch.setenv(CATALOGS_ENV, str(tmp_path / "site"))
+    plan = with_changes(single_node_h100(), auto_rollback={"enabled": True, "max_rollbacks": 0})
+    names = watcher_export_names(plan)
+    assert "XDG_DATA_HOME" in names and CATALOGS_ENV in names
