@@ -74,6 +74,8 @@ FEATURE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("cross_entropy_loss_fusion", "model", "cross_entropy_loss_fusion"),
     ("cross_entropy_fusion_impl", "model", "cross_entropy_fusion_impl"),
     ("mtp_num_layers", "model", "mtp_num_layers"),
+    ("freeze_language_model", "model", "freeze_language_model"),
+    ("freeze_vision_model", "model", "freeze_vision_model"),
 )
 COMM_OVERLAP_FIELDS = ("tp_comm_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute")
 PRECISION_FIELDS = ("fp8", "fp8_recipe", "fp8_param_gather", "fp4", "fp4_recipe")

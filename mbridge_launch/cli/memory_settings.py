@@ -22,6 +22,7 @@ SETTING_NAMES = {
     "cuda_graph_scope": "model.cuda_graph_scope",
     "ce_fusion": "model.cross_entropy_loss_fusion",
     "mtp_layers": "model.mtp_num_layers",
+    "frozen_language": "model.freeze_language_model",
 }
 
 

@@ -405,6 +405,11 @@ class _MemoryModel:
                 optim = dense * optim_bytes / dp_shard + expert * optim_bytes / edp_shard
             else:
                 optim = params * optim_bytes
+        if L.frozen_language and not self.peft:
+            # model.freeze_language_model: the decoder's parameters have requires_grad False, so
+            # Megatron's DDP gives them no gradient buffer and the optimizer no state (the vision
+            # parts are not modelled); activations stay, the trained projection is upstream
+            grads = optim = 0.0
         if L.cpu_offload:
             optim = 0.0
         elif L.optimizer_offload_fraction:

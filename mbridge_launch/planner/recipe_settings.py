@@ -3,7 +3,7 @@
 
 `memory_settings(features, precision)` gives the Layout changes (rules.Layout: cpu_offload_layers,
 offload_modules, optimizer_bytes, optimizer_offload_fraction, grad_bytes, cuda_graph_scope,
-ce_fusion, mtp_layers); `applied(changes)` lists them as (setting, value) pairs for `estimate --recipe` to say
+ce_fusion, mtp_layers, frozen_language); `applied(changes)` lists them as (setting, value) pairs for `estimate --recipe` to say
 which it used. A value the catalog does not record (None) changes nothing: the planner's default.
 """
 
@@ -88,6 +88,8 @@ def memory_settings(features: Mapping[str, Any] | None, precision: str) -> dict[
     fusion = f.get("cross_entropy_loss_fusion")
     if fusion is not None:
         out["ce_fusion"] = _on(fusion)
+    if _on(f.get("freeze_language_model")):
+        out["frozen_language"] = True
     mtp = f.get("mtp_num_layers")
     if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp >= 0:
         out["mtp_layers"] = mtp

@@ -98,6 +98,9 @@ class Layout(LayoutFields):
     ce_fusion: Optional[bool] = None
     # model.mtp_num_layers of the run (0: multi-token prediction off); None: the model's own
     mtp_layers: Optional[int] = None
+    # model.freeze_language_model: the decoder's weights get no gradients or optimizer state (a VLM
+    # recipe that trains only its projection); None: trained
+    frozen_language: Optional[bool] = None
 
     @property
     def etp_size(self) -> int:

@@ -129,3 +129,11 @@ def test_the_runs_mtp_depth_replaces_the_models():
     assert without.logits == pytest.approx(with_mtp.logits / 2)
     assert without.weights < with_mtp.weights
     assert memory_settings({"mtp_num_layers": 0}, "bf16") == {"mtp_layers": 0}
+
+
+def test_a_frozen_language_model_has_no_gradients_or_optimizer_state():
+    m = estimate_memory(LLAMA8, evolve(BASE, frozen_language=True), 80)
+    plain = estimate_memory(LLAMA8, BASE, 80)
+    assert m.gradients == 0.0 and m.optimizer == 0.0
+    assert m.weights == plain.weights and m.activations == plain.activations
+    assert memory_settings({"freeze_language_model": True}, "bf16") == {"frozen_language": True}
