@@ -313,10 +313,11 @@ def summary_line(s: dict[str, Any]) -> str:
 
 
 def reviewed_file(version: str = "0.6.2") -> Path:
-    """The reviewed differences of a release, beside its catalog (shipped with the package)."""
-    from mbridge_launch.base.resources import catalog_dir
+    """The reviewed differences of a release, beside its catalog: the package's for a shipped
+    release, the site or user folder's for one synced there (knowledge.catalog.companion_file)."""
+    from mbridge_launch.knowledge.catalog import companion_file
 
-    return catalog_dir() / f"reviewed-differences-{version}.yaml"
+    return companion_file(f"reviewed-differences-{version}.yaml")
 
 
 # ------------------------------------------------------------------ real rejections and findings

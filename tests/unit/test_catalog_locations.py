@@ -285,3 +285,19 @@ def test_a_resubmission_sees_the_same_catalog_folders(data_home, tmp_path, monke
     plan = with_changes(single_node_h100(), auto_rollback={"enabled": True, "max_rollbacks": 0})
     names = watcher_export_names(plan)
     assert "XDG_DATA_HOME" in names and CATALOGS_ENV in names
+
+
+def test_files_beside_a_synced_catalog_are_found_there(data_home):
+    """catalog verify's reviewed differences and the override keys' field tree of a synced release
+    sit beside its catalog in the user's folder; a shipped release's stay in the package."""
+    from mbridge_launch.catalog_sync.conformance import reviewed_file
+    from mbridge_launch.knowledge.config_fields import fields_file
+
+    folder = data_home / "mbridge-launch" / "catalogs"
+    folder.mkdir(parents=True)
+    (folder / "reviewed-differences-0.7.0.yaml").write_text("differences: []\n")
+    (folder / "config-fields-0.7.0.json").write_text("{}")
+    assert reviewed_file("0.7.0") == folder / "reviewed-differences-0.7.0.yaml"
+    assert fields_file("0.7.0") == folder / "config-fields-0.7.0.json"
+    assert reviewed_file("0.6.2") == catalog_dir() / "reviewed-differences-0.6.2.yaml"
+    assert fields_file("0.6.2") == catalog_dir() / "config-fields-0.6.2.json"
