@@ -16,7 +16,7 @@ from mbridge_launch.planner.rules import Layout, evolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from published_row_memory import estimate_rows  # noqa: E402
+from published_row_memory import estimate_rows, fits_without_settings, release_rows  # noqa: E402
 
 LLAMA8 = load_arch("llama3_8b")
 PARAMS_8B = 8_030_261_248
@@ -30,6 +30,16 @@ def test_every_published_row_fits_with_its_benchmark_recipes_settings():
     assert over == []
     # most rows are estimated with ALL the settings of the recipe that runs their grid on their system
     assert sum(1 for e in results if e.same_grid) >= 90
+
+
+def test_every_row_of_releases_26_04_to_26_08_fits_with_its_recipes_settings():
+    """Rows the memory model was never fitted on (extracted for the external throughput set): each fits
+    with its benchmark recipe's settings, and the settings are what makes several of them fit."""
+    rows, goals, _ = release_rows()
+    assert len(rows) >= 150 and {"sft", "lora"} <= set(goals.values())
+    results = estimate_rows(rows, goals)
+    assert [e.row.label for e in results if not e.fits] == []
+    assert sum(1 for e in results if not fits_without_settings(e, goals[e.row.index])) >= 5
 
 
 def test_llama3_70b_fsdp_row_is_estimated_with_the_recipes_cpu_offloading():
