@@ -71,7 +71,60 @@ def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bo
         cpu_offload=is_true(plan_override(plan, "model.cpu_offloading")),
         uneven_pp=split.uneven,  # null (or not a number: reported) is the even split
         split=split,
+        # the recipe's memory settings under the Plan's overrides (planner.recipe_settings)
+        **recipe_memory_settings(plan, recipe_features),
     )
+
+
+# catalog feature name -> the override keys that set it in a Plan (the first given wins)
+_MEMORY_OVERRIDES = {
+    "cpu_offloading": ("model.cpu_offloading",),
+    "cpu_offloading_num_layers": ("model.cpu_offloading_num_layers",),
+    "fine_grained_activation_offloading": ("model.fine_grained_activation_offloading",),
+    "offload_modules": ("model.offload_modules",),
+    "use_precision_aware_optimizer": ("optimizer.use_precision_aware_optimizer",),
+    "main_params_dtype": ("optimizer.main_params_dtype",),
+    "exp_avg_dtype": ("optimizer.exp_avg_dtype",),
+    "exp_avg_sq_dtype": ("optimizer.exp_avg_sq_dtype",),
+    "optimizer_cpu_offload": ("optimizer.optimizer_cpu_offload",),
+    "optimizer_offload_fraction": ("optimizer.optimizer_offload_fraction",),
+    "grad_reduce_in_fp32": ("mixed_precision.grad_reduce_in_fp32", "ddp.grad_reduce_in_fp32"),
+    "cuda_graph_impl": ("model.cuda_graph_impl",),
+    "cuda_graph_scope": ("model.cuda_graph_scope",),
+    "cross_entropy_loss_fusion": ("model.cross_entropy_loss_fusion",),
+    "mtp_num_layers": ("model.mtp_num_layers",),
+    "freeze_language_model": ("model.freeze_language_model",),
+}
+
+
+def recipe_memory_settings(plan: Plan, recipe_features: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """The Layout fields of planner.recipe_settings.memory_settings for the recipe's stored settings,
+    each replaced by the Plan's override of it (an override is text: numbers, lists and booleans
+    are read back from it)."""
+    from mbridge_launch.planner.recipe_settings import memory_settings
+
+    features = dict(recipe_features or {})
+    for name, keys in _MEMORY_OVERRIDES.items():
+        for key in keys:
+            text = plan_override(plan, key)
+            if text is not None:
+                features[name] = _value(text)
+                break
+    return memory_settings(features, "bf16")
+
+
+def _value(text: str) -> Any:
+    """An override's text as the catalog would store it: int, float, list of names, or the text."""
+    raw = text.strip()
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    if raw.startswith("[") and raw.endswith("]"):
+        return [part.strip().strip("'\"") for part in raw[1:-1].split(",") if part.strip()]
+    return raw
 
 
 def _recompute_modules(plan: Plan, recipe_features: Optional[Mapping[str, Any]]) -> tuple[str, ...]:

@@ -147,3 +147,22 @@ def test_a_frozen_language_model_has_no_gradients_or_optimizer_state():
     assert m.gradients == 0.0 and m.optimizer == 0.0
     assert m.weights == plain.weights and m.activations == plain.activations
     assert memory_settings({"freeze_language_model": True}, "bf16") == {"frozen_language": True}
+
+
+def test_a_plans_overrides_replace_the_recipes_memory_settings():
+    """preflight and tune read a Plan through plan.layout.layout_of: the recipe's stored settings,
+    each replaced by the Plan's override of it."""
+    from plan_fixtures import moe_ep, override
+
+    from mbridge_launch.plan.layout import layout_of
+
+    features = {"cpu_offloading": True, "cpu_offloading_num_layers": 20, "grad_reduce_in_fp32": True,
+                "cross_entropy_loss_fusion": True}
+    plan = moe_ep()
+    got = layout_of(plan, recipe_features=features)
+    assert (got.cpu_offload_layers, got.grad_bytes, got.ce_fusion) == (20, 4.0, True)
+    plan.overrides = [*plan.overrides, override("model.cpu_offloading_num_layers", "8"),
+                      override("ddp.grad_reduce_in_fp32", "false"), override("model.offload_modules", "[core_attn]"),
+                      override("model.fine_grained_activation_offloading", "true")]
+    got = layout_of(plan, recipe_features=features)
+    assert (got.cpu_offload_layers, got.grad_bytes, got.offload_modules) == (8, 2.0, ("core_attn",))
