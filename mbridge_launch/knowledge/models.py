@@ -529,8 +529,8 @@ def cached_config_for(text: str | None) -> str | None:
             return None
     else:
         arch = load_arch(token)
-        if arch is not None and arch.complete:
-            return None
+        if (arch is not None and arch.complete) or is_diffusion(token) or token in TEMPLATE_MODELS:
+            return None  # planned from the catalog, or refused with its own reason whatever the cache holds
     cached = cached_hf_config(query)
     return None if cached is None else str(cached)
 

@@ -71,7 +71,8 @@ def test_plan_in_chinese(capsys):
     (["--model", "llama3_8b", "--gpus", "0"], "--gpus"),
     (["--model", "llama3_8b", "--gpus", "8", "--gpu-type", "a100"], "unknown GPU type"),
     (["--model", "llama3_8b", "--gpus", "8", "--gpu-type", "h100", "--precision", "nvfp4"], "does not run precision"),
-    (["--model", "gemma2_9b", "--gpus", "8"], "vocab_size"),
+    (["--model", "nemotron_3_ultra", "--gpus", "8"], "is not in catalog/models.yaml"),  # no published sizes
+    (["--model", "flux_12b", "--gpus", "8"], "diffusion model"),
     (["--model", "llama3_8b", "--gpus", "8", "--tokens", "-5"], "--tokens must be a positive number of tokens"),
     (["--model", "llama3_8b", "--gpus", "8", "--tokens", "lots"], "suffixes K, M, B, T"),
     (["--model", "llama3_8b", "--gpus", "8", "--tokens", "inf"], "--tokens"),

@@ -216,3 +216,14 @@ def test_a_latent_moe_charges_its_experts_at_the_latent_width():
     assert n_moe == int(n_moe) and n_moe >= latent.layer_counts()["moe"]
     expected = wide_moe * latent_width / h + 12 * h * latent_width * n_moe
     assert flops_per_token(latent, 4096).moe == expected
+
+
+def test_recommend_reads_a_cached_config_of_an_hf_id_outside_the_catalog(capsys, tmp_path, monkeypatch):
+    """recommend needs a recipe: it reads the cached config.json and names the nearest recipe
+    models by architecture (instead of only pointing at --hf-config)."""
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    path = _hf_cache(tmp_path, "TinyLlama/TinyLlama-1.1B-intermediate", LLAMA_LIKE)
+    rc, _out, err = _run(capsys, ["recommend", "--model", "TinyLlama/TinyLlama-1.1B-intermediate", "--gpus", "8"])
+    assert rc == 2, err
+    assert f"{path} describes 16 layers" in err and "llama32_1b" in err

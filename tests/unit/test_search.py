@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mbridge_launch.knowledge.hardware import get_hardware
-from mbridge_launch.knowledge.models import load_arch
+from mbridge_launch.knowledge.models import ModelArch, load_arch
 from mbridge_launch.planner.rules import Layout, check_layout, evolve
 from mbridge_launch.planner.search import (
     FSDP_PRECISIONS,
@@ -86,7 +86,9 @@ def test_estimate_layout_fields():
     assert c.step_time_s > 0 and c.tokens_per_sec_per_gpu == pytest.approx(128 * 8192 / c.step_time_s / 8)
     assert c.model_tflops_per_gpu == pytest.approx(c.tokens_per_sec_per_gpu * 51_470_401_536 / 1e12)
     assert c.mfu == pytest.approx(c.model_tflops_per_gpu / 1979)
-    assert estimate_layout(Layout(world=8, gbs=8), load_arch("gemma2_9b"), H100) is None
+    # an architecture without its widths (every catalog model has them since issue 34) is not estimated
+    partial = ModelArch(name="partial", num_layers=42, hidden_size=3584, num_attention_heads=16)
+    assert estimate_layout(Layout(world=8, gbs=8), partial, H100) is None
 
 
 def test_throughput_responds_to_the_layout():

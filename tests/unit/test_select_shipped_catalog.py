@@ -13,6 +13,8 @@ checked for what it gets instead:
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from mbridge_launch.base.errors import UserError
@@ -32,8 +34,17 @@ def _dims(r):
 
 def _request(r) -> Request:
     goal = {"peft": r.peft_scheme or "lora"}.get(r.mode, r.mode)
-    return Request(model=r.model, gpus=r.gpus, gpu_type=r.hardware or "h100", goal=goal,
+    return Request(model=r.model, gpus=r.gpus or _grid(r), gpu_type=r.hardware or "h100", goal=goal,
                    seq_length=select._variant_seq(r) or None, precision=r.precision)
+
+
+def _grid(r) -> int | None:
+    """A recipe that names no GPU count is asked at the smallest grid its own layout needs (with
+    the model's architecture known, the default of 8 GPUs is a real "does not fit" for a 120B)."""
+    tp, pp, cp = r.tp or 1, r.pp or 1, r.cp or 1
+    etp, ep = r.etp or tp, r.ep or 1
+    dense, expert = tp * pp * cp, etp * ep * pp
+    return dense * expert // math.gcd(dense, expert) if r.model else None
 
 
 def _in_scope(r) -> bool:

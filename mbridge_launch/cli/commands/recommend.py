@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.model:
             raise UserError("arg.invalid", flag="--model", reason=t("recommend.reason.model_required"))
         model, goal, dataset = args.model, args.goal, args.dataset
+    from mbridge_launch.knowledge.models import cached_config_for  # an HF id the catalog cannot plan, cached
+
     scheduler = scope.check_scheduler(args.scheduler)
     validate_counts(args.gpus, args.seq_length)
     raw_overrides = parse_overrides(args.overrides)
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     request = Request(model=model, gpus=args.gpus, gpu_type=args.gpu_type, goal=normalize_goal(goal),
                       seq_length=args.seq_length, benchmark=args.benchmark,
                       precision=normalize_precision(args.precision), dataset=dataset,
-                      overrides=raw_overrides, hf_config=args.hf_config,
+                      overrides=raw_overrides, hf_config=args.hf_config or cached_config_for(model),
                       catalog_version=args.catalog_version, scheduler=scheduler,
                       pretrained_checkpoint=args.pretrained_checkpoint, from_scratch=args.from_scratch)
     scope.check_request(request)  # out of scope (other GPUs, schedulers, model kinds): exit 2, with why
