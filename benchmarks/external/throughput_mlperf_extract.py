@@ -10,7 +10,8 @@ the benchmarks below (any submitter), per results/<system>/<benchmark>/:
 - GPU kind and count: systems/<system>.json (accelerator name, nodes x accelerators per node);
 - global batch and sequence length: the result logs' `global_batch_size` and
   `max_sequence_length` (the benchmark's fixed length where a log has none);
-- step time: the median of the logs' `tracked_stats` `train_step_time` values (v5.1), or global
+- step time: the median of the logs' `tracked_stats` `train_step_time` (v5.1) or
+  `train_step_timing in s` (v4.1 GPT-3) values, or global
   batch / `throughput` (v4.1 logs: samples/s per training block), per log, then the median over
   the logs (the first step of a log includes warm-up; the median ignores it);
 - layout and precision: the submitter's config_*.sh of that benchmark whose nodes x GPUs and
@@ -108,8 +109,8 @@ def log_figures(text: str) -> tuple[int | None, int | None, float | None]:
             gbs = int(value)
         elif key == "max_sequence_length":
             seq = int(value)
-        elif key == "tracked_stats" and isinstance(value, dict) and "train_step_time" in value:
-            steps.append(float(value["train_step_time"]))
+        elif key == "tracked_stats" and isinstance(value, dict) and STEP_KEYS & value.keys():
+            steps.append(float(value[sorted(STEP_KEYS & value.keys())[0]]))
         elif key == "tracked_stats" and isinstance(value, dict) and "throughput" in value:
             rates.append(float(value["throughput"]))  # v4.1: samples/s of the training blocks
     if not steps and rates and gbs:
@@ -117,6 +118,7 @@ def log_figures(text: str) -> tuple[int | None, int | None, float | None]:
     return gbs, seq, statistics.median(steps) if steps else None
 
 
+STEP_KEYS = {"train_step_time", "train_step_timing in s"}  # v5.1 NeMo 2 logs; v4.1 GPT-3 logs
 _ASSIGN = re.compile(r'^\s*(?:export\s+)?([A-Z_][A-Z0-9_]*)=("?)([^"\s#;]*)\2')
 _DEFAULT = re.compile(r'^\s*:\s*"\$\{([A-Z_][A-Z0-9_]*):=([^}]*)\}"')
 _SOURCE = re.compile(r"^\s*(?:source|\.)\s+.*?([\w.-]+\.sh)\s*$")
@@ -138,7 +140,11 @@ def config_env(mirror: Mirror, path: str, seen: set | None = None) -> dict[str, 
         elif m := _DEFAULT.match(line):
             env.setdefault(m.group(1), m.group(2))
         elif m := _ASSIGN.match(line):
-            env[m.group(1)] = m.group(3)
+            value = m.group(3)
+            # export MINIBS="${MINIBS:=256}": the default, unless an earlier line set it
+            if d := re.fullmatch(r"\$\{([A-Z_][A-Z0-9_]*):?[=-]([^}]*)\}", value):
+                value = env.get(d.group(1), d.group(2))
+            env[m.group(1)] = value
     return env
 
 
@@ -163,8 +169,10 @@ def precision_of(env: dict[str, str]) -> str | None:
     return "bf16"
 
 
-def layout_of(env: dict[str, str]) -> dict | None:
-    nodes, gpn = _get(env, "nodes"), _get(env, "gpn")
+def layout_of(env: dict[str, str], gpus_per_node: int | None = None) -> dict | None:
+    """The config's layout; `gpus_per_node` (the systems JSON's) where the config leaves DGXNGPU
+    to the run script."""
+    nodes, gpn = _get(env, "nodes"), _get(env, "gpn", gpus_per_node)
     if not nodes or not gpn:
         return None
     tp, pp, cp = _get(env, "tp", 1), _get(env, "pp", 1), _get(env, "cp", 1)
@@ -216,7 +224,7 @@ def extract(mirror: Mirror) -> tuple[list[dict], list[str]]:
             continue
         matches = {}
         for path in configs.get((submitter, bench), []):
-            lay = layout_of(config_env(mirror, path))
+            lay = layout_of(config_env(mirror, path), int(sysinfo["accelerators_per_node"]))
             if lay and lay["gpus"] == gpus and lay["gbs"] == gbs and not names_other_kind(path.rsplit("/", 1)[-1], kind):
                 key = tuple(sorted(lay.items()))
                 matches.setdefault(key, path)

@@ -74,6 +74,12 @@ def test_log_figures_take_the_median_step_time_so_warm_up_does_not_count():
     assert mlperf.log_figures(text) == (8, 8192, 1.1)
 
 
+def test_log_figures_read_the_v41_gpt3_step_timing_key():
+    text = "\n".join([_mllog("global_batch_size", 2048), _mllog("tracked_stats", {"train_step_timing in s": 18.0}),
+                      _mllog("tracked_stats", {"throughput": 228000.0})])  # GPT-3's throughput is tokens/s: unused
+    assert mlperf.log_figures(text) == (2048, None, 18.0)
+
+
 def test_log_figures_of_v41_logs_turn_samples_per_second_into_a_step_time():
     text = "\n".join([_mllog("global_batch_size", 16), _mllog("tracked_stats", {"throughput": 8.0}),
                       _mllog("tracked_stats", {"throughput": 8.0})])
