@@ -87,6 +87,7 @@ class External:
     measured: float  # tokens/s/GPU
     error: float | None = None  # predicted / measured - 1
     corrected: bool = False  # the estimate was corrected by NVIDIA's measured rows of its configuration
+    fits: bool = True  # the memory model lets the published layout fit at some recompute level
     reason: str = ""  # why it has no estimate
 
     @property
@@ -155,9 +156,8 @@ def estimate(row: External) -> None:
                                                   partial=True):
             got = estimate_request(request, replace(base, recompute=recompute, recompute_layers=layers),
                                    calibration).candidate
-            candidate = got if candidate is None else candidate
+            candidate = got  # none fits: the last level, full recompute (calibration_rows.with_fitting_recompute)
             if got is not None and got.fits:
-                candidate = got
                 break
     except Exception as exc:  # noqa: BLE001 - a row the planner cannot take is reported, not fatal
         row.reason = f"{type(exc).__name__}: {exc}"[:120]
@@ -167,6 +167,7 @@ def estimate(row: External) -> None:
         return
     row.error = candidate.tokens_per_sec_per_gpu / row.measured - 1
     row.corrected = candidate.twin is not None
+    row.fits = bool(candidate.fits)
 
 
 # ---------------------------------------------------------------------- statistics
@@ -298,16 +299,20 @@ def report(rows: list[External], cover: dict, bands: dict, held_cover: dict,
              "",
              "Estimate: `model` = the throughput model alone; `measured` = corrected by NVIDIA's measured rows of the",
              "same configuration in the calibration releases (planner.measured), as `estimate` does.", "",
-             "| set | regime | estimate | median \\|error\\| | p90 \\|error\\| | rows | median signed |",
-             "|---|---|---|---|---|---|---|"]
+             "\"Over HBM\": rows the memory model calls \"does not fit\" at every recompute level (estimated at full",
+             "recompute, as the calibration rows are).", "",
+             "| set | regime | estimate | median \\|error\\| | p90 \\|error\\| | rows | median signed | over HBM |",
+             "|---|---|---|---|---|---|---|---|"]
     for name in sorted({r.set for r in rows}):
         for regime in REGIMES:
             for kind in KINDS:
-                errs = [r.error for r in rows if r.set == name and r.regime == regime and r.kind == kind
+                mine = [r for r in rows if r.set == name and r.regime == regime and r.kind == kind
                         and r.error is not None]
+                errs = [r.error for r in mine]
                 if errs:
                     signed = f"{100 * statistics.median(errs):+.1f}%"
-                    lines.append(f"| {name} | {regime} | {kind} | {summary(errs)} | {signed} |")
+                    over = sum(not r.fits for r in mine)
+                    lines.append(f"| {name} | {regime} | {kind} | {summary(errs)} | {signed} | {over} |")
     lines.append("")
     for kinds, what in ((KINDS, "every estimate"), (("model",), "the model alone")):
         tuned = [r.error for r in rows if r.error is not None and r.regime == "pretrain" and r.kind in kinds]
