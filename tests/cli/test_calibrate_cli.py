@@ -1,5 +1,5 @@
-"""`mbridge-launch calibrate` (in process, a few rows and a handful of iterations so that each fit
-takes seconds) and `plan`/`estimate --calibration FILE`."""
+"""`mbridge-launch calibrate` (in process, a few rows: the closed-form correction takes a second)
+and `plan`/`estimate --calibration FILE`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mbridge_launch.planner import calibration_file as cf
 from mbridge_launch.planner.calibration_rows import COLUMNS, csv_path
 from mbridge_launch.planner.throughput import CAL, out_of_bounds
 
-# ten published rows of two dense models: a fit of these on a few iterations takes seconds
+# ten published rows of two dense models
 DENSE = ("llama3_8b", "llama3_70b")
 
 
@@ -47,7 +47,7 @@ def ten_rows(tmp_path) -> Path:
 
 
 def calibrate(capsys, *argv: str) -> tuple[int, dict, str]:
-    code = main(["calibrate", "--no-shipped-rows", "--iters", "3", *argv, "--format", "json"])
+    code = main(["calibrate", "--no-shipped-rows", *argv, "--format", "json"])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else {}), err
 
@@ -78,11 +78,51 @@ def test_default_output_is_the_state_directory_and_estimate_then_uses_it(capsys,
 
 
 def test_text_output_names_the_figures(capsys, tmp_path, ten_rows):
-    code = main(["calibrate", "--no-shipped-rows", "--iters", "2", "--rows", str(ten_rows), "-o", str(tmp_path / "c.json")])
+    code = main(["calibrate", "--no-shipped-rows", "--rows", str(ten_rows), "-o", str(tmp_path / "c.json")])
     out = capsys.readouterr().out
     assert code == 0
     assert "before: median |error|" in out and "after:" in out and str(tmp_path / "c.json") in out
     assert "your measured rows kept in the file as evidence for plan, estimate and tune: 10 of 10" in out
+
+
+def test_the_old_search_options_are_accepted_with_a_warning_and_change_nothing(capsys, tmp_path, ten_rows):
+    """--iters and --time-limit drove the optimizer calibrate ran until issue 34; scripts that pass
+    them keep running, told once per option that they do nothing (the correction is closed-form)."""
+    code, plain, err = calibrate(capsys, "--rows", str(ten_rows), "-o", str(tmp_path / "a.json"))
+    assert code == 0 and err == ""
+    code, old, err = calibrate(capsys, "--rows", str(ten_rows), "-o", str(tmp_path / "b.json"), "--iters", "3",
+                               "--time-limit", "0")
+    assert code == 0 and old["method"] == plain["method"] == "closed-form"
+    assert err.count("warning: ") == 2 and "--iters has no effect" in err and "--time-limit has no effect" in err
+    assert cf.read(tmp_path / "a.json")[0] == cf.read(tmp_path / "b.json")[0]
+    assert old["after"] == plain["after"] and old["moved"] == plain["moved"]
+
+
+def test_a_slower_cluster_moves_the_constants_and_plan_follows(capsys, tmp_path, ten_rows):
+    """Rows 20% slower than the shipped constants predict: the written constants predict them
+    within a few percent, and the rows of the same models, systems and precisions it was not
+    given about 20% slower too (a precision the rows do not exercise keeps its GEMM constant)."""
+    from mbridge_launch.planner.calibration_correction import predict
+    from mbridge_launch.planner.calibration_rows import read_rows, with_fitting_recompute
+
+    records = [r for r in _shipped() if r["model"] in DENSE]
+    given = records[:10]
+    seen = {(r["system"], r["precision"]) for r in given}
+    held = [r for r in records[10:] if (r["system"], r["precision"]) in seen]
+    assert len(held) >= 3
+    slow = []
+    for record in given:
+        row = read_rows(_write(tmp_path / "one.csv", [record]))[0][0]
+        slow.append({**record, "tokens_per_sec_per_gpu": f"{0.8 * predict(row, with_fitting_recompute(row), CAL):.1f}"})
+    code, data, _ = calibrate(capsys, "--rows", str(_write(tmp_path / "slow.csv", slow)), "-o", str(tmp_path / "c.json"))
+    assert code == 0 and not data["kept_start"] and data["moved"]
+    assert data["before"]["median_error"] > 0.2 and data["after"]["median_error"] < 0.05
+    cal = cf.read(tmp_path / "c.json")[0]
+    rows, _ = read_rows(_write(tmp_path / "held.csv", held))
+    for row in rows:
+        layout = with_fitting_recompute(row)
+        ratio = predict(row, layout, cal) / predict(row, layout, CAL)
+        assert 0.7 < ratio < 0.9, row.label  # the other rows of these models: the same 20% slower
 
 
 @pytest.mark.parametrize("column, value, shown", [

@@ -90,8 +90,7 @@ def test_held_out_errors_and_gaps_come_from_the_refit_without_the_rows_group(row
     its own here, so a row scored with another group's refit, or the two kinds swapped, differs."""
     from accuracy import errors_with
     from domain_table import published_gap
-    from fitting import prepared
-    from mbridge_launch.planner.fitting import perturbed
+    from fitting import perturbed, prepared
 
     fits = td.domain_fits(TRAIN, rows, DOMAIN)
     own = {f: perturbed(CAL, seed, spread=0.2) for seed, f in enumerate(fits, 1)}
