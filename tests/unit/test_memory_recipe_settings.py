@@ -152,9 +152,8 @@ def test_a_frozen_language_model_has_no_gradients_or_optimizer_state():
 def test_a_plans_overrides_replace_the_recipes_memory_settings():
     """preflight and tune read a Plan through plan.layout.layout_of: the recipe's stored settings,
     each replaced by the Plan's override of it."""
-    from plan_fixtures import moe_ep, override
-
     from mbridge_launch.plan.layout import layout_of
+    from plan_fixtures import moe_ep, override
 
     features = {"cpu_offloading": True, "cpu_offloading_num_layers": 20, "grad_reduce_in_fp32": True,
                 "cross_entropy_loss_fusion": True}
