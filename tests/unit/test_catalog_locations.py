@@ -301,3 +301,11 @@ def test_files_beside_a_synced_catalog_are_found_there(data_home):
     assert fields_file("0.7.0") == folder / "config-fields-0.7.0.json"
     assert reviewed_file("0.6.2") == catalog_dir() / "reviewed-differences-0.6.2.yaml"
     assert fields_file("0.6.2") == catalog_dir() / "config-fields-0.6.2.json"
+
+
+def test_verify_refuses_a_corrupt_catalog_in_one_line(data_home, capsys):
+    folder = data_home / "mbridge-launch" / "catalogs"
+    folder.mkdir(parents=True)
+    (folder / "megatron-bridge-0.6.9.json").write_text('{"recipes": [')
+    err = _one_line_error(capsys, ["catalog", "verify", "--catalog-version", "0.6.9"])
+    assert "megatron-bridge-0.6.9.json is invalid: not valid JSON" in err

@@ -118,9 +118,9 @@ def _verify(args: argparse.Namespace) -> int:
     from mbridge_launch.base.i18n import t
     from mbridge_launch.base.output import print_json
     from mbridge_launch.catalog_sync.verify import verify
-    from mbridge_launch.knowledge.catalog import catalog_file, read_catalog_text
+    from mbridge_launch.knowledge.catalog import read_catalog_text
 
-    path = _chosen_catalog(args).path if args.catalog else catalog_file(args.catalog_version)
+    path = _chosen_catalog(args).path  # loaded once: a corrupt file is one line here, not a traceback below
     data = json.loads(read_catalog_text(path))
     done = [0]
 
