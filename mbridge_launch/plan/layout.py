@@ -97,13 +97,18 @@ _MEMORY_OVERRIDES = {
 }
 
 
+_SEARCH_UNCHARGED = ("mtp_num_layers", "cuda_graph_impl", "cuda_graph_scope")
+
+
 def recipe_memory_settings(plan: Plan, recipe_features: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     """The Layout fields of planner.recipe_settings.memory_settings for the recipe's stored settings,
     each replaced by the Plan's override of it (an override is text: numbers, lists and booleans
     are read back from it)."""
     from mbridge_launch.planner.recipe_settings import memory_settings
 
-    features = dict(recipe_features or {})
+    # MTP depth and CUDA graphs add memory that the search (recommend's resize) does not charge yet:
+    # taken from the Plan's overrides only, so a layout recommend chose is judged as it was chosen
+    features = {k: v for k, v in (recipe_features or {}).items() if k not in _SEARCH_UNCHARGED}
     for name, keys in _MEMORY_OVERRIDES.items():
         for key in keys:
             text = plan_override(plan, key)

@@ -165,3 +165,18 @@ def test_a_plans_overrides_replace_the_recipes_memory_settings():
                       override("model.fine_grained_activation_offloading", "true")]
     got = layout_of(plan, recipe_features=features)
     assert (got.cpu_offload_layers, got.grad_bytes, got.offload_modules) == (8, 2.0, ("core_attn",))
+
+
+def test_a_plan_takes_mtp_depth_and_cuda_graphs_from_its_overrides_only():
+    """The search does not charge a recipe's MTP depth or CUDA graphs yet: a Plan is judged by them
+    only where it says them itself, so a layout recommend resized is judged as it was chosen."""
+    from plan_fixtures import moe_ep, override
+
+    from mbridge_launch.plan.layout import layout_of
+
+    features = {"mtp_num_layers": 1, "cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["attn"]}
+    plan = moe_ep()
+    got = layout_of(plan, recipe_features=features)
+    assert (got.mtp_layers, got.cuda_graph_scope) == (None, None)
+    plan.overrides = [*plan.overrides, override("model.mtp_num_layers", "1")]
+    assert layout_of(plan, recipe_features=features).mtp_layers == 1
