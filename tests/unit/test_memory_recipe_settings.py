@@ -170,9 +170,8 @@ def test_a_plans_overrides_replace_the_recipes_memory_settings():
 def test_a_plan_takes_mtp_depth_and_cuda_graphs_from_its_overrides_only():
     """The search does not charge a recipe's MTP depth or CUDA graphs yet: a Plan is judged by them
     only where it says them itself, so a layout recommend resized is judged as it was chosen."""
-    from plan_fixtures import moe_ep, override
-
     from mbridge_launch.plan.layout import layout_of
+    from plan_fixtures import moe_ep, override
 
     features = {"mtp_num_layers": 1, "cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["attn"]}
     plan = moe_ep()
