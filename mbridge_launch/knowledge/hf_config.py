@@ -43,6 +43,10 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "mamba_num_groups": ("n_groups", "mamba_n_groups"),
     "mamba_num_heads": ("mamba_num_heads",),
     "sliding_window": ("sliding_window",),
+    "moe_latent_size": ("moe_latent_size",),  # Nemotron 3 Super/Ultra LatentMoE
+    "o_lora_rank": ("o_lora_rank",),  # DeepSeek-V4's grouped low-rank output projection
+    "o_groups": ("o_groups",),
+    "hyper_connection_streams": ("hc_mult",),
 }
 _BASIC = ("num_layers", "hidden_size", "num_attention_heads", "vocab_size")
 # Fields whose 0 means "none" (dense, no MLA, no MTP, no window); every other size is at least 1:
@@ -210,6 +214,8 @@ def _fill_attention(values: dict[str, Any], config: dict[str, Any], model_type: 
         values.pop("q_lora_rank")
     if values.get("kv_lora_rank"):
         values["num_query_groups"] = values["num_attention_heads"]  # MLA has no GQA
+    if model_type.startswith("deepseek_v4"):
+        values["multi_latent_attention"] = True  # the V4 provider builds its attention on Megatron's MLA path
     window = values.get("sliding_window")
     if window is not None and config.get("use_sliding_window") is False:
         values.pop("sliding_window")

@@ -78,6 +78,13 @@ class ModelArch:
     multi_latent_attention: bool | None = None
     # Manifold-constrained hyper-connections (DeepSeek-V4 mHC): residual streams per layer, 0 = none
     hyper_connection_streams: int = 0
+    # DeepSeek-V4's attention (Megatron's dsv4_hybrid): queries through a q_lora_rank latent, one
+    # shared K=V head of kv_channels, and the output through o_groups grouped projections to
+    # o_lora_rank then back to hidden_size (Megatron Bridge 0.6.2 flop_utils' dsv4 terms). None:
+    # ordinary projections. (An MLA model's q_lora_rank is its MLA record's.)
+    q_lora_rank: int | None = None
+    o_lora_rank: int | None = None
+    o_groups: int | None = None
     # Multi-token prediction (DeepSeek-V3, GLM): extra decoder layers that predict later tokens
     mtp_num_layers: int = 0
     # Hybrid Mamba (Nemotron-H): M = Mamba, * = attention, - = MLP, E = MoE
@@ -107,6 +114,8 @@ class ModelArch:
         mamba = {name: values.pop(key) for key, name in _MAMBA_KEYS.items() if key in values}
         if mla.get("kv_lora_rank") is not None:
             values["mla"] = MLA(**mla)
+        elif mla.get("q_lora_rank") is not None:
+            values["q_lora_rank"] = mla["q_lora_rank"]  # DeepSeek-V4: low-rank queries without MLA's KV latent
         return cls(**values, mamba=Mamba(**mamba))
 
     # ------------------------------------------------------------------ shape helpers
@@ -209,6 +218,11 @@ class ModelArch:
             kv += mla.kv_lora_rank * n * ((mla.qk_head_dim or 0) + v)
             return q + kv + n * v * h + h  # + input layernorm
         d = self.head_dim
+        if self.o_lora_rank:  # DeepSeek-V4: q latent, one K=V head, grouped low-rank output
+            q = (self.q_lora_rank or 0) * (h + n * d + 1) if self.q_lora_rank else h * n * d
+            kv = self.kv_groups * (h * d + d)
+            out = n * d * self.o_lora_rank + (self.o_groups or 1) * self.o_lora_rank * h
+            return q + kv + out + h
         return h * d * (2 * n + 2 * self.kv_groups) + h
 
     def mlp_params(self) -> int:

@@ -70,7 +70,9 @@ def _attention_per_layer(arch: ModelArch, seq_length: int, window: int | None) -
         return proj, core
     d = arch.head_dim
     proj = 12 * h * n * d * (1 + arch.kv_groups / n)
-    core = 12 * keys * n * d
+    if arch.o_lora_rank:  # DeepSeek-V4: Megatron Bridge 0.6.2 flop_utils' dsv4_hybrid projection terms
+        proj = 6 * (arch.attention_params() - h)  # (q + kv + grouped o) weights, the input norm aside
+    core = 12 * keys * n * d  # (DeepSeek-V4's compressed sparse core is counted as dense here)
     return proj, core
 
 

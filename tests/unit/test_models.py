@@ -241,7 +241,7 @@ def test_hf_config_unknown_type_and_errors(tmp_path):
     ("nemotron_3_super", 120e9, 12e9),  # 120B-A12B; LatentMoE experts in the 1024-wide latent
     ("gemma4_vl_26b", 25.2e9, 3.8e9),  # without the ~0.55B vision tower
     ("kimi_k25_vl", 1.0e12, 32e9),  # the Kimi K2 language model
-    ("deepseek_v4_pro", 1.6e12, None),
+    ("deepseek_v4_pro", 1.6e12, 49e9),
     ("ministral3_8b", 8.4e9, None),  # Megatron Bridge docs, language model
     ("ministral3_3b", 3.4e9, None),
     ("gemma2_27b", 27.2e9, None),
@@ -261,3 +261,59 @@ def test_a_latent_moe_counts_its_experts_in_the_latent_width():
     plain = ModelArch(name="plain", num_layers=2, hidden_size=4096, num_attention_heads=32, num_moe_experts=8,
                       moe_router_topk=2, moe_ffn_hidden_size=2688, gated_linear_unit=False)
     assert plain.expert_width == 4096 and plain.expert_params() == 2 * 4096 * 2688  # unchanged without a latent
+
+
+def test_deepseek_v4_attention_is_low_rank_as_published():
+    """DeepSeek-V4 (q latent, one K=V head of 512, grouped low-rank output): totals and actives as
+    published (V4-Flash 284B/13B without its MTP layer, V4-Pro 1.6T/49B); dense heads would make
+    V4-Pro's active count 89B."""
+    flash, pro = load_arch("deepseek_v4_flash_no_mtp"), load_arch("deepseek_v4_pro")
+    assert abs(flash.total_params / 284e9 - 1) < 0.02 and abs(flash.active_params / 13e9 - 1) < 0.05
+    assert abs(pro.total_params / 1.6e12 - 1) < 0.02 and abs(pro.active_params / 49e9 - 1) < 0.02
+    h, n, d = 7168, 128, 512
+    q = 1536 * (h + n * d + 1)
+    kv = h * d + d
+    out = n * d * 1024 + 16 * 1024 * h
+    assert pro.attention_params() == q + kv + out + h
+
+
+def test_the_deepseek_v4_projection_flops_are_megatron_bridges_dsv4_terms():
+    from mbridge_launch.planner.flops import flops_per_token
+
+    pro = load_arch("deepseek_v4_pro")
+    per_layer = 6 * (pro.attention_params() - pro.hidden_size)  # flop_utils: 3 * 2 * (q + kv + o terms)
+    assert flops_per_token(pro, 4096, mtp_layers=0).attn_proj == per_layer * pro.num_layers
+
+
+def test_a_deepseek_v4_config_json_reads_as_the_catalogs_v4_flash(tmp_path):
+    """The keys of DeepSeek-V4's config.json (V4-Flash's values, transformers' DeepseekV4Config
+    defaults) give the catalog's architecture: low-rank q/o, hyper-connections, the MLA path."""
+    import json
+
+    from mbridge_launch.knowledge.hf_config import arch_from_hf_config
+
+    config = {"model_type": "deepseek_v4", "architectures": ["DeepseekV4ForCausalLM"], "num_hidden_layers": 43,
+              "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512,
+              "vocab_size": 129280, "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,
+              "num_experts_per_tok": 6, "num_nextn_predict_layers": 1, "q_lora_rank": 1024, "o_lora_rank": 1024,
+              "o_groups": 8, "qk_rope_head_dim": 64, "hc_mult": 4, "max_position_embeddings": 1048576}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    got, catalog = arch_from_hf_config(tmp_path / "config.json"), load_arch("deepseek_v4_flash")
+    assert (got.q_lora_rank, got.o_lora_rank, got.o_groups, got.hyper_connection_streams) == (1024, 1024, 8, 4)
+    assert got.uses_mla_path and got.mla is None
+    assert got.total_params == catalog.total_params and got.active_params == catalog.active_params
+
+
+def test_a_latent_moe_config_json_keeps_its_latent_size(tmp_path):
+    import json
+
+    from mbridge_launch.knowledge.hf_config import arch_from_hf_config
+
+    super_ = load_arch("nemotron_3_super")
+    config = {"model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "num_hidden_layers": 88,
+              "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128,
+              "vocab_size": 131072, "n_routed_experts": 512, "num_experts_per_tok": 22, "moe_intermediate_size": 2688,
+              "moe_latent_size": 1024, "mlp_hidden_act": "relu2", "hybrid_override_pattern": super_.hybrid_layer_pattern}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    got = arch_from_hf_config(tmp_path / "config.json")
+    assert got.moe_latent_size == 1024 and got.expert_params() == super_.expert_params()
