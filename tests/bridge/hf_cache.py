@@ -188,7 +188,10 @@ def plan() -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(configs to write: hf_id, revision, config), (HF ids not written: hf_id, reason)."""
     data = json.loads(DATA.read_text())
     archs = load_archs()
-    by_hf = {v["hf_model_id"]: k for k, v in archs.items() if isinstance(v, dict) and v.get("hf_model_id")}
+    by_hf: dict[str, str] = {}
+    for k, v in archs.items():  # the first token of an HF id describes its config.json (later ones are
+        if isinstance(v, dict) and v.get("hf_model_id"):  # recipe variants of it: deepseek_v4_flash_no_mtp)
+            by_hf.setdefault(v["hf_model_id"], k)
     write: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     for hf_id, entry in sorted(data["models"].items()):
