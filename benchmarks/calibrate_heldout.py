@@ -147,6 +147,7 @@ def table(outcomes: list[Outcome], strength: tuple[int, int, int], jobs: int) ->
             f"| {pct(o.start[0])} ({pct(o.start[1])}) | {pct(o.closed[0])} ({pct(o.closed[1])}) "
             f"| {pct(o.optimizer[0])} ({pct(o.optimizer[1])}) | {pct(o.closed_in_fit)} / {pct(o.optimizer_in_fit)} "
             f"| {o.closed_s:.1f} / {o.optimizer_s:.0f} |")
+    reading = []
     for protocol in (TIME, LORO, HALF):
         chosen = [o for o in outcomes if o.protocol == protocol]
         if not chosen:
@@ -155,6 +156,13 @@ def table(outcomes: list[Outcome], strength: tuple[int, int, int], jobs: int) ->
         cells = [f"{pct(statistics.median(e))} ({pct(sum(x <= 0.15 for x in e) / len(e))})" for e in pooled.values()]
         lines.append(f"| {protocol}, all held-out rows | | {len(pooled['start'])} held out | {cells[0]} | {cells[1]} "
                      f"| {cells[2]} | | |")
+        start, closed, opt = (statistics.median(pooled[m]) for m in ("start", "closed", "optimizer"))
+        gap = closed - opt
+        reading.append(f"{protocol}: the closed-form correction takes the start's {pct(start)} to {pct(closed)}, the "
+                       f"optimizer to {pct(opt)} (closed-form {'worse' if gap > 0 else 'better'} by "
+                       f"{100 * abs(gap):.1f} points), in {sum(o.closed_s for o in chosen):.0f} s against "
+                       f"{sum(o.optimizer_s for o in chosen):.0f} s.")
+    lines += ["", "Reading (median |error| of all held-out rows of a protocol): " + " ".join(reading)]
     return "\n".join([*lines, "", note])
 
 

@@ -166,10 +166,11 @@ def write(results, committed, count: int, cores: int, held: str) -> None:  # noq
     lines += [
         "",
         ("What the command does (planner/calibration_correction.py): no search. From the calibration in use it "
-         "regresses the rows' log errors (pseudo-Huber weights) on the model's own sensitivity to each fitted "
-         "constant (a finite difference per constant and row), solves one ridge-regularised least squares, moves "
-         "each constant by the solution clamped to BOUNDS, and writes the full, half or quarter step, whichever "
-         "lowers the robust loss on the rows most, or the start when none does. Until issue 34 it ran the "
+         "regresses the rows' log errors (pseudo-Huber weights around their median) on the model's own "
+         "sensitivity to each fitted constant (a central difference per constant and row), solves one "
+         "ridge-regularised least squares bounded by BOUNDS (a constant pushed out of its range is held at the "
+         "bound and the rest solved again), and writes the full, half or quarter step, whichever lowers the "
+         "robust loss on the rows most, or the start when none does. Until issue 34 it ran the "
          "optimizer now in benchmarks/fitting.py (fit_for_calibrate: 400 regression iterations, 2 rounds of 150 "
          "with the ranking term, 45 s limit; 30-32 s wall, 55-58 CPU s on this machine, 2026-12-02)."),
         "",
