@@ -87,6 +87,15 @@ class ModelArch:
     o_groups: int | None = None
     # Multi-token prediction (DeepSeek-V3, GLM): extra decoder layers that predict later tokens
     mtp_num_layers: int = 0
+    # DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5.x), Megatron Core's dsa_indexer_* fields:
+    # the indexer's heads and head width, the keys each query keeps, and index sharing (a layer
+    # runs the indexer when (max(layer - offset, 0) % freq) == 0, 1-indexed; the others reuse its
+    # top-k). None: no DSA (planner.dsa reads them)
+    dsa_indexer_n_heads: int | None = None
+    dsa_indexer_head_dim: int | None = None
+    dsa_indexer_topk: int | None = None
+    dsa_indexer_topk_freq: int = 1
+    dsa_indexer_skip_topk_offset: int = 0
     # Hybrid Mamba (Nemotron-H): M = Mamba, * = attention, - = MLP, E = MoE
     hybrid_layer_pattern: str | None = None
     mamba: Mamba = Mamba()

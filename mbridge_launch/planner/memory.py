@@ -41,6 +41,9 @@ from functools import lru_cache
 
 from mbridge_launch.knowledge.models import ModelArch
 from mbridge_launch.knowledge.vocabulary import recipe_task
+from mbridge_launch.planner.dsa import indexer_params, runs_indexer, uses_dsa
+from mbridge_launch.planner.dsa import saved_bytes_per_token as dsa_saved_bytes
+from mbridge_launch.planner.dsa import transient_bytes as dsa_transient_bytes
 from mbridge_launch.planner.pipeline_split import EVEN, mtp_layers, split_of
 from mbridge_launch.planner.recompute import Dropped, dropped, effective_modules
 from mbridge_launch.planner.rules import Layout, evolve, recompute_share
@@ -95,27 +98,32 @@ class MemoryBreakdown:
 def _stage_kinds(arch: ModelArch, layout: Layout, first: bool) -> tuple[str, ...]:
     """Layer kinds held by the first (or last) pipeline stage, all virtual chunks together."""
     kinds = arch.layer_kinds()
+    return tuple(kinds[i] for i in _stage_layers(arch, layout, first))
+
+
+def _stage_layers(arch: ModelArch, layout: Layout, first: bool) -> tuple[int, ...]:
+    """0-indexed decoder layers held by the first (or last) pipeline stage, all virtual chunks."""
+    count = len(arch.layer_kinds())
     pp = layout.pp
     if pp == 1:
-        return kinds
+        return tuple(range(count))
     split = split_of(layout)
     if split is not None and split.kind != EVEN:
         # the declared split: virtual stages in order hold consecutive layers
         rank = 0 if first else pp - 1
-        held: list[str] = []
+        held: list[int] = []
         offset = 0
-        for share in split.virtual_stages(len(kinds), pp, layout.vp_size, mtp_layers(arch)):
+        for share in split.virtual_stages(count, pp, layout.vp_size, mtp_layers(arch)):
             if share.rank == rank:
-                held.extend(kinds[offset:offset + share.decoders])
+                held.extend(range(offset, min(offset + share.decoders, count)))
             offset += share.decoders
         return tuple(held)
     vp = layout.vp_size
-    per_chunk = -(-len(kinds) // (pp * vp))
-    chunks = [kinds[i:i + per_chunk] for i in range(0, len(kinds), per_chunk)]
+    per_chunk = -(-count // (pp * vp))
+    chunks = [range(i, min(i + per_chunk, count)) for i in range(0, count, per_chunk)]
     # chunk c belongs to stage c % pp (interleaved assignment)
     stage = 0 if first else pp - 1
-    mine = [c for i, c in enumerate(chunks) if i % pp == stage]
-    return tuple(k for c in mine for k in c)
+    return tuple(i for c, chunk in enumerate(chunks) if c % pp == stage for i in chunk)
 
 
 def _layer_params(arch: ModelArch, kind: str, layout: Layout) -> tuple[float, float]:
@@ -337,7 +345,9 @@ class _MemoryModel:
         if hit is not None:
             return hit
         arch = self.arch
-        kinds = _stage_kinds(arch, L, first)
+        layers = _stage_layers(arch, L, first)
+        all_kinds = arch.layer_kinds()
+        kinds = tuple(all_kinds[i] for i in layers)
         counts = {k: kinds.count(k) for k in set(kinds)}
         dense = expert = 0.0
         biggest = 0.0
@@ -358,9 +368,22 @@ class _MemoryModel:
                 d, e = _layer_params(arch, arch.layer_kinds()[-1], L)
                 dense += mtp * (d + 2 * arch.hidden_size * arch.hidden_size / L.tp)
                 expert += mtp * e
+        # a last stage that runs MTP but not the embedding builds its own copy of the word embeddings
+        # for the MTP layers' shifted inputs (Megatron Core gpt_model.py / hybrid_model.py: the
+        # embedding exists where `pre_process or mtp_process`), trained like the first stage's
+        mtp_embedding = last and not first and _mtp_depth(arch, L) > 0
+        if mtp_embedding:
+            dense += emb
+        # DSA: the indexer of each held layer that runs one (planner.dsa), replicated over TP; an MTP
+        # layer runs its own
+        dsa_layers = sum(1 for i in layers if runs_indexer(arch, i + 1))
+        if last and uses_dsa(arch):
+            dsa_layers += _mtp_depth(arch, L)
+        dense += dsa_layers * indexer_params(arch)
         adapters = _adapter_params(arch, kinds, L) if self.peft else 0.0
-        embeddings = emb * (int(first) + int(last and not (arch.share_embeddings_and_output_weights and L.pp == 1)))
-        hit = (dense, expert, counts, len(kinds), biggest, adapters, embeddings)
+        embeddings = emb * (int(first) + int(last and not (arch.share_embeddings_and_output_weights and L.pp == 1))
+                            + int(mtp_embedding))
+        hit = (dense, expert, counts, len(kinds), biggest, adapters, embeddings, dsa_layers)
         self._stages[key] = hit
         return hit
 
@@ -377,7 +400,7 @@ class _MemoryModel:
     def stage(self, L: Layout, first: bool, hbm_gb: float | None) -> MemoryBreakdown:
         arch = self.arch
         tp, cp, pp = L.tp, L.cp, L.pp
-        dense, expert, counts, n_layers, biggest, adapters, embeddings = self._stage_params(L, first)
+        dense, expert, counts, n_layers, biggest, adapters, embeddings, dsa_layers = self._stage_params(L, first)
         last = not first or pp == 1
         # bf16 weights; FP8 runs keep fp8 primary weights (fp8_param_gather) plus the transposed
         # copy the backward GEMMs need (about 2 bytes); NVFP4 runs keep fp4 ones (WEIGHT_BYTES)
@@ -442,6 +465,13 @@ class _MemoryModel:
             per_layer = tokens * (norms / split + tp_part / tp)
             stage_act += per_layer * count
             working = max(working, per_layer)
+        if dsa_layers:
+            # DSA (planner.dsa): the top-k and indexer-loss tensors of each layer that runs an
+            # indexer (whole on every TP rank), and the scoring scratch of the layer at work
+            recomputes_core = "core_attn" in effective_modules(L, arch, self.precision)
+            dsa_saved = tokens * dsa_saved_bytes(arch, recomputes_core)
+            stage_act += dsa_saved * dsa_layers
+            working += dsa_saved + dsa_transient_bytes(arch, L.mbs, L.seq_length, cp)
         vp = L.vp_size
         m = L.microbatches
         if pp == 1:
