@@ -96,6 +96,10 @@ class ModelArch:
     dsa_indexer_topk: int | None = None
     dsa_indexer_topk_freq: int = 1
     dsa_indexer_skip_topk_offset: int = 0
+    # Per-layer embeddings (Gemma 4 E2B/E4B, Megatron Bridge's per_layer_embed_*): a second token
+    # table of num_layers x per_layer_embed_dim columns, looked up beside the word embeddings; None: none
+    per_layer_embed_dim: int | None = None
+    per_layer_embed_vocab_size: int | None = None
     # Hybrid Mamba (Nemotron-H): M = Mamba, * = attention, - = MLP, E = MoE
     hybrid_layer_pattern: str | None = None
     mamba: Mamba = Mamba()
@@ -280,6 +284,15 @@ class ModelArch:
     def embedding_params(self, tp: int = 1) -> int:
         return self.padded_vocab(tp) * self.hidden_size
 
+    def per_layer_embedding_params(self, tp: int = 1) -> int:
+        """The per-layer embedding table (Gemma 4 E4B: 262144 x 42 x 256, about 2.8B), held where
+        the word embeddings are (the first pipeline stage); 0 without one."""
+        if not self.per_layer_embed_dim:
+            return 0
+        multiple = self.make_vocab_size_divisible_by * max(tp, 1)
+        vocab = -(-(self.per_layer_embed_vocab_size or self.vocab_size or 0) // multiple) * multiple
+        return vocab * self.num_layers * self.per_layer_embed_dim
+
     def mtp_params(self) -> int:
         return self._cached_mtp_params
 
@@ -309,6 +322,7 @@ class ModelArch:
         dense += mtp
         emb = self.embedding_params()
         dense += emb if self.share_embeddings_and_output_weights else 2 * emb
+        dense += self.per_layer_embedding_params()
         return dense, routed
 
     @property

@@ -359,7 +359,7 @@ class _MemoryModel:
         last = not first or L.pp == 1
         emb = arch.embedding_params(L.tp) / L.tp
         if first:
-            dense += emb
+            dense += emb + arch.per_layer_embedding_params(L.tp) / L.tp  # Gemma 4's per-layer table, beside it
         if last:
             if not (arch.share_embeddings_and_output_weights and L.pp == 1):
                 dense += emb

@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "shim"))
 FIELDS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
           "vocab_size", "hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_num_groups",
           "mamba_state_dim", "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
-          "moe_shared_expert_intermediate_size", "share_embeddings_and_output_weights")
+          "moe_shared_expert_intermediate_size", "share_embeddings_and_output_weights", "per_layer_embed_dim",
+          "per_layer_embed_vocab_size")
 DEFAULTS = {  # model token -> provider class whose dataclass defaults are that model
     "gemma4_e4b": ("megatron.bridge.models.gemma.gemma4_provider", "Gemma4DenseProvider", None),
     "gemma4_vl_26b": ("megatron.bridge.models.gemma.gemma4_provider", "Gemma4ModelProvider",

@@ -317,3 +317,21 @@ def test_a_latent_moe_config_json_keeps_its_latent_size(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     got = arch_from_hf_config(tmp_path / "config.json")
     assert got.moe_latent_size == 1024 and got.expert_params() == super_.expert_params()
+
+
+def test_gemma4_e4b_counts_its_per_layer_embeddings_on_the_first_stage():
+    """Gemma 4 E4B (8B published with its towers; the language model 7.3B of it): the per-layer
+    table of 262144 tokens x 42 layers x 256 (Megatron Bridge's Gemma4DenseProvider defaults) is
+    counted with the word embeddings, on the first pipeline stage."""
+    from dataclasses import replace
+
+    from mbridge_launch.planner.memory import estimate_memory
+    from mbridge_launch.planner.rules import Layout
+
+    e4b = load_arch("gemma4_e4b")
+    assert e4b.per_layer_embedding_params() == 262144 * 42 * 256
+    assert 7.0e9 < e4b.total_params < 8.0e9
+    without = replace(e4b, per_layer_embed_dim=None)
+    layout = Layout(world=2, gbs=8, seq_length=4096)
+    gained = estimate_memory(e4b, layout).weights - estimate_memory(without, layout).weights
+    assert gained * 2**30 == pytest.approx(e4b.per_layer_embedding_params() * 2, rel=1e-3)  # bf16 weights, GiB
