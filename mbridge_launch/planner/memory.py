@@ -465,13 +465,16 @@ class _MemoryModel:
             per_layer = tokens * (norms / split + tp_part / tp)
             stage_act += per_layer * count
             working = max(working, per_layer)
+        dsa_scratch = 0.0
         if dsa_layers:
             # DSA (planner.dsa): the top-k and indexer-loss tensors of each layer that runs an
-            # indexer (whole on every TP rank), and the scoring scratch of the layer at work
+            # indexer (whole on every TP rank), and the scoring scratch of the layer at work, which
+            # comes on top of whatever else is saved at that moment, with or without recompute
             recomputes_core = "core_attn" in effective_modules(L, arch, self.precision)
             dsa_saved = tokens * dsa_saved_bytes(arch, recomputes_core)
             stage_act += dsa_saved * dsa_layers
-            working += dsa_saved + dsa_transient_bytes(arch, L.mbs, L.seq_length, cp)
+            working += dsa_saved
+            dsa_scratch = dsa_transient_bytes(arch, L.mbs, L.seq_length, cp)
         vp = L.vp_size
         m = L.microbatches
         if pp == 1:
@@ -499,6 +502,7 @@ class _MemoryModel:
             activations = stage_act / chunks * inflight_chunks
         if offload:
             activations += working  # the layer whose inputs are in flight to the CPU
+        activations += dsa_scratch
         if L.cuda_graph_scope:
             # per-layer CUDA graphs (Megatron Core transformer/cuda_graphs.py, one set of static
             # sample args per (layer, micro-batch) of the schedule, reused once a micro-batch is
