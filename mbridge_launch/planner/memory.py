@@ -101,16 +101,17 @@ def _stage_kinds(arch: ModelArch, layout: Layout, first: bool) -> tuple[str, ...
     return tuple(kinds[i] for i in _stage_layers(arch, layout, first))
 
 
-def _stage_layers(arch: ModelArch, layout: Layout, first: bool) -> tuple[int, ...]:
-    """0-indexed decoder layers held by the first (or last) pipeline stage, all virtual chunks."""
+def _stage_layers(arch: ModelArch, layout: Layout, first: bool, rank: int | None = None) -> tuple[int, ...]:
+    """0-indexed decoder layers held by the first (or last, or `rank`) pipeline stage, all virtual
+    chunks together."""
     count = len(arch.layer_kinds())
     pp = layout.pp
     if pp == 1:
         return tuple(range(count))
+    rank = (0 if first else pp - 1) if rank is None else rank
     split = split_of(layout)
     if split is not None and split.kind != EVEN:
         # the declared split: virtual stages in order hold consecutive layers
-        rank = 0 if first else pp - 1
         held: list[int] = []
         offset = 0
         for share in split.virtual_stages(count, pp, layout.vp_size, mtp_layers(arch)):
@@ -122,8 +123,7 @@ def _stage_layers(arch: ModelArch, layout: Layout, first: bool) -> tuple[int, ..
     per_chunk = -(-count // (pp * vp))
     chunks = [range(i, min(i + per_chunk, count)) for i in range(0, count, per_chunk)]
     # chunk c belongs to stage c % pp (interleaved assignment)
-    stage = 0 if first else pp - 1
-    return tuple(i for c, chunk in enumerate(chunks) if c % pp == stage for i in chunk)
+    return tuple(i for c, chunk in enumerate(chunks) if c % pp == rank for i in chunk)
 
 
 def _layer_params(arch: ModelArch, kind: str, layout: Layout) -> tuple[float, float]:
@@ -259,7 +259,32 @@ def estimate_memory(
     if layout.pp == 1:
         return first
     last = model.stage(layout, False, hbm_gb)
-    return first if first.total >= last.total else last
+    worst = first if first.total >= last.total else last
+    middle = _heaviest_middle_rank(arch, layout)
+    if middle is not None:
+        inner = model.stage(layout, True, hbm_gb, rank=middle)
+        worst = inner if inner.total > worst.total else worst
+    return worst
+
+
+def _heaviest_middle_rank(arch: ModelArch, layout: Layout) -> int | None:
+    """The middle pipeline rank holding the most decoder layers (the earliest of equals: it has the
+    most micro-batches in flight), where it holds more than either end counts with what it carries
+    instead, the embedding and the loss one layer each (as Megatron's account_for_embedding/loss_in_
+    pipeline_split count them) and each MTP layer; None otherwise. A declared split can load the
+    middle more: GLM-5.2's recipe layout gives ranks 3-11 two four-layer chunks each, its first rank
+    five layers and the embedding, its last four, the MTP layer and the loss."""
+    split = split_of(layout)
+    if layout.pp <= 2 or split is None or split.kind == EVEN:
+        return None
+    ends = max(len(_stage_layers(arch, layout, True)) + 1,
+               len(_stage_layers(arch, layout, False)) + 1 + _mtp_depth(arch, layout))
+    best, held = None, ends
+    for rank in range(1, layout.pp - 1):
+        n = len(_stage_layers(arch, layout, True, rank))
+        if n > held:
+            best, held = rank, n
+    return best
 
 
 @lru_cache(maxsize=64)
@@ -338,14 +363,17 @@ class _MemoryModel:
         self._stages: dict[tuple, tuple] = {}
         self._acts: dict[tuple, tuple[float, float]] = {}
 
-    def _stage_params(self, L: Layout, first: bool) -> tuple:
+    def _stage_params(self, L: Layout, first: bool, rank: int | None = None) -> tuple:
+        """`rank`: a middle pipeline rank (neither embedding nor loss); None: the first or last."""
         key = (L.tp, L.pp, L.vp_size, L.ep, L.etp_size, L.uneven_pp, L.first_stage_layers, L.last_stage_layers, L.split,
-               first, L.mtp_layers)
+               first, L.mtp_layers, rank)
         hit = self._stages.get(key)
         if hit is not None:
             return hit
         arch = self.arch
-        layers = _stage_layers(arch, L, first)
+        layers = _stage_layers(arch, L, first, rank)
+        if rank is not None:
+            first = False
         all_kinds = arch.layer_kinds()
         kinds = tuple(all_kinds[i] for i in layers)
         counts = {k: kinds.count(k) for k in set(kinds)}
@@ -356,7 +384,7 @@ class _MemoryModel:
             dense += d * count
             expert += e * count
             biggest = max(biggest, d + e)
-        last = not first or L.pp == 1
+        last = rank is None and (not first or L.pp == 1)
         emb = arch.embedding_params(L.tp) / L.tp
         if first:
             dense += emb + arch.per_layer_embedding_params(L.tp) / L.tp  # Gemma 4's per-layer table, beside it
@@ -397,11 +425,15 @@ class _MemoryModel:
             self._acts[key] = hit
         return hit
 
-    def stage(self, L: Layout, first: bool, hbm_gb: float | None) -> MemoryBreakdown:
+    def stage(self, L: Layout, first: bool, hbm_gb: float | None, rank: int | None = None) -> MemoryBreakdown:
+        """The first (or last) stage's memory; `rank`: a middle pipeline rank's instead."""
         arch = self.arch
         tp, cp, pp = L.tp, L.cp, L.pp
-        dense, expert, counts, n_layers, biggest, adapters, embeddings, dsa_layers = self._stage_params(L, first)
-        last = not first or pp == 1
+        dense, expert, counts, n_layers, biggest, adapters, embeddings, dsa_layers = self._stage_params(L, first, rank)
+        position = (0 if first else pp - 1) if rank is None else rank
+        if rank is not None:
+            first = False
+        last = rank is None and (not first or pp == 1)
         # bf16 weights; FP8 runs keep fp8 primary weights (fp8_param_gather) plus the transposed
         # copy the backward GEMMs need (about 2 bytes); NVFP4 runs keep fp4 ones (WEIGHT_BYTES)
         weight_bytes = self.weight_bytes
@@ -480,10 +512,11 @@ class _MemoryModel:
         if pp == 1:
             inflight_chunks, chunks = 1.0, 1.0
         elif vp > 1:
-            warm = 2 * (pp - 1) + (vp - 1) * pp if first else (vp - 1) * pp
+            # Megatron's interleaved warm-up on pipeline rank r: 2 (pp - r - 1) + (vp - 1) pp
+            warm = 2 * (pp - 1 - position) + (vp - 1) * pp
             inflight_chunks, chunks = float(min(warm + 1, m * vp)), float(vp)
         else:
-            inflight_chunks, chunks = float(min(pp if first else 1, m)), 1.0
+            inflight_chunks, chunks = float(min(pp - position, m)), 1.0
         share = recompute_share(arch.num_layers, L)
         if share > 0.0:
             # recomputed layers keep only their input; the others (block method) keep everything
@@ -522,7 +555,7 @@ class _MemoryModel:
             logits = heads * tokens * arch.padded_vocab(tp) / tp * (2.0 + (0.0 if L.ce_fusion else 4.0))
         base = weights + grads + optim + activations + logits + fp8_copies + dispatch
         allowance = ALLOWANCE_GIB * GIB + FRAGMENTATION * base
-        stage = "only" if pp == 1 else ("first" if first else "last")
+        stage = "only" if pp == 1 else ("first" if first else ("last" if last else "middle"))
         return MemoryBreakdown(
             weights=weights / GIB, gradients=grads / GIB, optimizer=optim / GIB, activations=activations / GIB,
             logits=logits / GIB, allowance=allowance / GIB, stage=stage, hbm_gb=hbm_gb,

@@ -4,15 +4,21 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import pytest
 
 from mbridge_launch.knowledge.catalog import load_catalog
 from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.planner import dsa
-from mbridge_launch.planner.memory import GIB, estimate_memory
+from mbridge_launch.planner.memory import GIB, _layer_params, _model, _stage_layers, estimate_memory
 from mbridge_launch.planner.pipeline_split import parse_layout
 from mbridge_launch.planner.rules import Layout, evolve
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from recipe_memory import recipe_layout  # noqa: E402
 
 GLM51 = load_arch("glm51")
 GLM52 = load_arch("glm52")
@@ -99,7 +105,6 @@ def test_last_stage_with_mtp_holds_its_own_word_embedding():
     embedding; without MTP by neither."""
     arch = load_arch("deepseek_v3")
     base = Layout(tp=2, pp=8, ep=32, mbs=1, gbs=4096, seq_length=4096, world=256, recompute="full")
-    from mbridge_launch.planner.memory import _layer_params, _model
     model = _model(arch, "bf16", "pretrain")
     with_mtp = model.stage(evolve(base, mtp_layers=1), False, None)
     without = model.stage(evolve(base, mtp_layers=0), False, None)
@@ -113,3 +118,20 @@ def test_last_stage_with_mtp_holds_its_own_word_embedding():
     none = model.stage(evolve(single, mtp_layers=0), True, None)
     d1, e1 = _layer_params(arch, arch.layer_kinds()[-1], single)
     assert (one.weights - none.weights) * GIB == pytest.approx(2 * (d1 + e1 + 2 * arch.hidden_size ** 2))
+
+
+def test_a_middle_rank_holding_more_layers_than_the_ends_is_estimated():
+    """GLM-5.2's shipped PP13 VP2 layout gives ranks 3-11 two four-layer chunks (8 MoE layers)
+    while the first rank has five and the last four: the estimate is the heaviest middle rank's."""
+    recipe = next(r for r in load_catalog().recipes if r.name == "glm52_pretrain_416gpu_h100_bf16_config")
+    layout = recipe_layout(recipe)
+    held = [len(_stage_layers(GLM52, layout, True, rank)) for rank in range(layout.pp)]
+    assert held[0] == 5 and held[-1] == 4 and max(held) == 8 and sum(held) == GLM52.num_layers
+    memory = estimate_memory(GLM52, layout, 80.0, grad_bytes=2.0)
+    model = _model(GLM52, "bf16", "pretrain", 2.0)
+    ends = max(model.stage(layout, True, 80.0).total, model.stage(layout, False, 80.0).total)
+    assert memory.stage == "middle" and memory.total > ends
+    rank = held.index(8)
+    assert memory.total == pytest.approx(model.stage(layout, True, 80.0, rank=rank).total)
+    # NVIDIA ships it on 80 GB H100s: still within usable HBM
+    assert memory.fits
