@@ -260,31 +260,25 @@ def estimate_memory(
         return first
     last = model.stage(layout, False, hbm_gb)
     worst = first if first.total >= last.total else last
-    middle = _heaviest_middle_rank(arch, layout)
-    if middle is not None:
-        inner = model.stage(layout, True, hbm_gb, rank=middle)
+    for rank in _heavier_middle_ranks(arch, layout):
+        inner = model.stage(layout, True, hbm_gb, rank=rank)
         worst = inner if inner.total > worst.total else worst
     return worst
 
 
-def _heaviest_middle_rank(arch: ModelArch, layout: Layout) -> int | None:
-    """The middle pipeline rank holding the most decoder layers (the earliest of equals: it has the
-    most micro-batches in flight), where it holds more than either end counts with what it carries
-    instead, the embedding and the loss one layer each (as Megatron's account_for_embedding/loss_in_
-    pipeline_split count them) and each MTP layer; None otherwise. A declared split can load the
-    middle more: GLM-5.2's recipe layout gives ranks 3-11 two four-layer chunks each, its first rank
-    five layers and the embedding, its last four, the MTP layer and the loss."""
+def _heavier_middle_ranks(arch: ModelArch, layout: Layout) -> tuple[int, ...]:
+    """The middle pipeline ranks that hold more decoder layers than either end counts with what it
+    carries instead, the embedding and the loss one layer each (as Megatron's account_for_embedding/
+    loss_in_pipeline_split count them) and each MTP layer. A declared split can load the middle
+    more: GLM-5.2's recipe layout gives ranks 3-11 two four-layer chunks each, its first rank five
+    layers and the embedding, its last four, the MTP layer and the loss. (Which of them peaks
+    depends on dense vs MoE layers and micro-batches in flight: each is estimated.)"""
     split = split_of(layout)
     if layout.pp <= 2 or split is None or split.kind == EVEN:
-        return None
+        return ()
     ends = max(len(_stage_layers(arch, layout, True)) + 1,
                len(_stage_layers(arch, layout, False)) + 1 + _mtp_depth(arch, layout))
-    best, held = None, ends
-    for rank in range(1, layout.pp - 1):
-        n = len(_stage_layers(arch, layout, True, rank))
-        if n > held:
-            best, held = rank, n
-    return best
+    return tuple(rank for rank in range(1, layout.pp - 1) if len(_stage_layers(arch, layout, True, rank)) > ends)
 
 
 @lru_cache(maxsize=64)

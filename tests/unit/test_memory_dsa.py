@@ -131,7 +131,7 @@ def test_a_middle_rank_holding_more_layers_than_the_ends_is_estimated():
     model = _model(GLM52, "bf16", "pretrain", 2.0)
     ends = max(model.stage(layout, True, 80.0).total, model.stage(layout, False, 80.0).total)
     assert memory.stage == "middle" and memory.total > ends
-    rank = held.index(8)
-    assert memory.total == pytest.approx(model.stage(layout, True, 80.0, rank=rank).total)
+    middles = [model.stage(layout, True, 80.0, rank=rank).total for rank in range(1, layout.pp - 1)]
+    assert memory.total == pytest.approx(max(middles))
     # NVIDIA ships it on 80 GB H100s: still within usable HBM
     assert memory.fits
