@@ -76,6 +76,23 @@ FINDINGS = [
     ("- Recipes whose own layout breaks a parallelism rule (catalog findings: RULE_PP_LAYERS where the recipe sets a "
     "`pipeline_model_parallel_layout` the planner's Layout does not carry, RULE_MOE_SP, RULE_GBS) are not kept as "
     "shipped by recommend: 12 recipes."),
+    ("- **GLM-5.2 under-counted (issue 34, fixed in part; `python benchmarks/glm52_352_memory.py`).** Three terms "
+    "were missing. (1) Only the first and last pipeline stage were estimated; GLM-5.2's recipe layout "
+    "(`Et|t||tttt|...`, PP13 VP2) gives middle ranks 8 MoE layers against 5 and 4 at the ends, so a middle rank is "
+    "now estimated where it holds more layers than an end counting its embedding, loss and MTP layers (416-GPU "
+    "H100 recipe: 46.2 -> 55.7 GiB, a middle rank; GLM-4.5V SFT on 128 H100, 7-layer middle ranks without "
+    "recompute: 25.3 -> 77.5 GiB, now just above 76). (2) A last stage running MTP builds its own word embedding "
+    "(Megatron Core gpt_model.py: `pre_process or mtp_process`): +1.8 GiB weights and as much gradient for GLM-5.2, "
+    "+2 GiB on DeepSeek-V3's PP8 recipe. (3) DeepSeek sparse attention (`planner/dsa.py`): indexer weights on the "
+    "layers that run one (GLM-5.2 shares each top-k over four layers), the int32 top-k and indexer-loss gradients "
+    "they save, and the cuDNN scoring scratch (chunked at 1 GiB of scores + 2 GiB of top-k scratch): small at 4k "
+    "tokens (0.3 GiB), up to 3 GiB at 200k. Against the reported 65 GiB allocated on 352 H100 (layout not "
+    "published; reconstructions resized from the 416-GPU recipe) the allocated part of the estimate went from "
+    "39.6-40.8 GiB (-37 to -39%; what the issue quotes as 40) to 47.6-49.8 GiB (-23 to -27%) for the layouts "
+    "that keep the 416 recipe's shape; a layout with 8 layers plus MTP and loss on the last rank gives 67.3 GiB "
+    "(+4%). Not modelled: Megatron's microbatch_group_size_per_vp_stage (the recipe sets 16 for PP13, the model "
+    "assumes PP: 3 more chunks in flight), MoE routing imbalance (expert inputs scale with the tokens a rank "
+    "receives; the model assumes the average), absorbed-MLA's latent layout in the recomputed layer's working set."),
 ]
 
 
