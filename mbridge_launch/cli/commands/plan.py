@@ -80,14 +80,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         lines = [t("planner.header", model=got.model, gpus=gpus, gpu=hw.label, precision=got.precision,
                    goal=got.goal, gbs=gbs, seq=seq), ""]
-        lines.extend(report.domain_lines(result.assessment))
-        lines.append(calibration.source.text())
-        lines.append("")
+        # the answer first: the ranked layouts (with the near-tie caveat above them), then how far
+        # the figures can be trusted (domain, band, constants), then NVIDIA's layout and the rejections
         lines.extend(report.near_tie_text(result))
         for rank, cand in enumerate(result.candidates, 1):
             lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates, arch=got.arch,
                                                precision=got.precision))
             lines.append("")
+        lines.extend(report.domain_lines(result.assessment))
+        lines.append(calibration.source.text())
+        lines.append("")
         lines.extend(report.nvidia_text(result.nvidia, hw, len(result.candidates), precision=got.precision))
         lines.extend(report.rejected_text(result.rejected))
         print("\n".join(lines))
