@@ -8,7 +8,7 @@ from typing import Any
 from mbridge_launch.base.errors import NoLayoutError, UserError
 from mbridge_launch.base.i18n import Msg, msg, t
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
-from mbridge_launch.plan import settings, shipped
+from mbridge_launch.plan import settings, shipped, static_floor
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.plan.scale_sanity import weak_scaled_layout
 from mbridge_launch.planner.layout_words import layout_msg
@@ -186,7 +186,7 @@ def recommend(request: Request) -> Recommendation:
         raise _override_error(errors, request)
     rec.layout = layout
     same = layout == resized.layout
-    rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal)
+    rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal, recipe)
     rec.layout_choice = choice_of(resized, layout, rec.estimate, benchmark=recipe.kind == "benchmark",
                                   user_layout=_user_sets_layout(request))
     if rec.layout_choice.source != "planner" and rec.layout_choice.planner_first is not None:
@@ -276,7 +276,8 @@ def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precisio
         seq = request.seq_length or base.seq_length
         try:
             resized = resize_layout(base, world=world, seq_length=seq, arch=arch,
-                                    hardware=hardware, precision=precision, goal=request.goal, model=recipe.model)
+                                    hardware=hardware, precision=precision, goal=request.goal, model=recipe.model,
+                                    recipe=recipe)
         except NoLayoutError:
             if i == len(counts) - 1:
                 raise
@@ -318,9 +319,16 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
     estimate = _estimate(layout, arch, hardware, precision, goal)
     if estimate is not None and not estimate.fits:
         change = shipped.smallest_fitting_change(layout, arch, hardware, precision=precision, goal=goal)
-        warnings.append(("MEMORY_SHIPPED", msg("pitfall.memory_over_shipped", recipe=recipe.name, gpus=world,
-                                         gpu_type=hardware.name, change=change,
-                                         **shipped.over_params(estimate.memory, hardware.hbm_gb))))
+        if static_floor.cannot_fit_by_arithmetic(estimate.memory, hardware.hbm_gb):
+            # weights + gradients + optimizer alone are above HBM: not a doubt about the estimate
+            warnings.append(("MEMORY_SHIPPED", msg(
+                "pitfall.memory_static_over_shipped", recipe=recipe.name, gpus=world, gpu_type=hardware.name,
+                minimum=static_floor.layout_minimum_gpus(layout), change=change,
+                **static_floor.static_params(estimate.memory, hardware.hbm_gb))))
+        else:
+            warnings.append(("MEMORY_SHIPPED", msg("pitfall.memory_over_shipped", recipe=recipe.name, gpus=world,
+                                             gpu_type=hardware.name, change=change,
+                                             **shipped.over_params(estimate.memory, hardware.hbm_gb))))
     if recipe.hardware == hardware.name or arch is None or arch.missing:
         return world, Resized(layout, estimate, None, reason="recipe_own"), warnings
     # the recipe's own count on a GPU of its compute generation (an H100 recipe on H200): kept as
@@ -328,7 +336,7 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
     from mbridge_launch.planner.entry import PlanRequest, plan_request
 
     planned = plan_request(PlanRequest(recipe.model or arch.name, arch, hardware, world, layout.gbs, layout.seq_length,
-                                       precision, goal, top=1), nvidia=False)
+                                       precision, goal, top=1, recipe=recipe), nvidia=False)
     return world, Resized(layout, estimate, None, planned=planned, reason="recipe_same_generation"), warnings
 
 
@@ -348,14 +356,16 @@ def _override_error(errors: list[Any], request: Request) -> UserError:
     return UserError("recommend.override_rule", setting=setting, reason=errors[0].message())
 
 
-def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) -> Any:
+def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str, recipe: Any = None) -> Any:
     if arch is None:
         return None
     from mbridge_launch.planner.entry import PlanRequest, estimate_request
 
     # the calibration in use and NVIDIA's published rows of this configuration, as plan and
     # estimate use them (planner.entry)
-    request = PlanRequest(arch.name, arch, hardware, layout.world or 0, layout.gbs, layout.seq_length, precision, goal)
+    # `recipe`: its settings on the fields the layout leaves unset, less those Megatron rejects beside it
+    request = PlanRequest(arch.name, arch, hardware, layout.world or 0, layout.gbs, layout.seq_length, precision, goal,
+                          recipe=recipe)
     return estimate_request(request, layout).candidate
 
 
