@@ -186,7 +186,7 @@ def recommend(request: Request) -> Recommendation:
         raise _override_error(errors, request)
     rec.layout = layout
     same = layout == resized.layout
-    rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal, recipe)
+    rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal)
     rec.layout_choice = choice_of(resized, layout, rec.estimate, benchmark=recipe.kind == "benchmark",
                                   user_layout=_user_sets_layout(request))
     if rec.layout_choice.source != "planner" and rec.layout_choice.planner_first is not None:
@@ -276,8 +276,7 @@ def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precisio
         seq = request.seq_length or base.seq_length
         try:
             resized = resize_layout(base, world=world, seq_length=seq, arch=arch,
-                                    hardware=hardware, precision=precision, goal=request.goal, model=recipe.model,
-                                    recipe=recipe)
+                                    hardware=hardware, precision=precision, goal=request.goal, model=recipe.model)
         except NoLayoutError:
             if i == len(counts) - 1:
                 raise
@@ -336,7 +335,7 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
     from mbridge_launch.planner.entry import PlanRequest, plan_request
 
     planned = plan_request(PlanRequest(recipe.model or arch.name, arch, hardware, world, layout.gbs, layout.seq_length,
-                                       precision, goal, top=1, recipe=recipe), nvidia=False)
+                                       precision, goal, top=1), nvidia=False)
     return world, Resized(layout, estimate, None, planned=planned, reason="recipe_same_generation"), warnings
 
 
@@ -356,16 +355,14 @@ def _override_error(errors: list[Any], request: Request) -> UserError:
     return UserError("recommend.override_rule", setting=setting, reason=errors[0].message())
 
 
-def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str, recipe: Any = None) -> Any:
+def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) -> Any:
     if arch is None:
         return None
     from mbridge_launch.planner.entry import PlanRequest, estimate_request
 
     # the calibration in use and NVIDIA's published rows of this configuration, as plan and
     # estimate use them (planner.entry)
-    # `recipe`: its settings on the fields the layout leaves unset, less those Megatron rejects beside it
-    request = PlanRequest(arch.name, arch, hardware, layout.world or 0, layout.gbs, layout.seq_length, precision, goal,
-                          recipe=recipe)
+    request = PlanRequest(arch.name, arch, hardware, layout.world or 0, layout.gbs, layout.seq_length, precision, goal)
     return estimate_request(request, layout).candidate
 
 
