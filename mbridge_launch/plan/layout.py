@@ -49,11 +49,12 @@ def int_list_override(plan: Plan, key: str) -> Optional[tuple[int, ...]]:
 
 
 def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bool = False,
-              recipe_features: Optional[Mapping[str, Any]] = None) -> Layout:
+              recipe_features: Optional[Mapping[str, Any]] = None, precision: str = "bf16") -> Layout:
     """The planner's Layout of a Plan. `recompute_layers`: N when full recompute covers only N
     layers per pipeline chunk (read from the recipe by the caller); `packing`: the run packs
     sequences (from its dataset settings); `recipe_features`: the recipe's settings (catalog),
-    whose pipeline split the run keeps unless the Plan overrides it."""
+    whose pipeline split the run keeps unless the Plan overrides it; `precision`: the run's, which
+    decides the precision-aware optimizer's master weights (recipe_settings.optimizer_bytes)."""
     p, c = plan.parallelism, plan.cluster
     split = split_of_plan(plan, recipe_features)
     return Layout(
@@ -72,7 +73,7 @@ def layout_of(plan: Plan, *, recompute_layers: Optional[int] = None, packing: bo
         uneven_pp=split.uneven,  # null (or not a number: reported) is the even split
         split=split,
         # the recipe's memory settings under the Plan's overrides (planner.recipe_settings)
-        **recipe_memory_settings(plan, recipe_features),
+        **recipe_memory_settings(plan, recipe_features, precision),
     )
 
 
@@ -97,25 +98,24 @@ _MEMORY_OVERRIDES = {
 }
 
 
-_SEARCH_UNCHARGED = ("mtp_num_layers", "cuda_graph_impl", "cuda_graph_scope")
-
-
-def recipe_memory_settings(plan: Plan, recipe_features: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+def recipe_memory_settings(plan: Plan, recipe_features: Optional[Mapping[str, Any]],
+                           precision: str = "bf16") -> dict[str, Any]:
     """The Layout fields of planner.recipe_settings.memory_settings for the recipe's stored settings,
     each replaced by the Plan's override of it (an override is text: numbers, lists and booleans
     are read back from it)."""
     from mbridge_launch.planner.recipe_settings import memory_settings
 
-    # MTP depth and CUDA graphs add memory that the search (recommend's resize) does not charge yet:
-    # taken from the Plan's overrides only, so a layout recommend chose is judged as it was chosen
-    features = {k: v for k, v in (recipe_features or {}).items() if k not in _SEARCH_UNCHARGED}
+    # every setting, MTP depth and CUDA graphs included: the search estimates each layout with the
+    # recipe's settings and the overrides that switch off what Megatron rejects beside it
+    # (planner.entry, planner.recipe_settings.switched_off), as read back here
+    features = dict(recipe_features or {})
     for name, keys in _MEMORY_OVERRIDES.items():
         for key in keys:
             text = plan_override(plan, key)
             if text is not None:
                 features[name] = _value(text)
                 break
-    return memory_settings(features, "bf16")
+    return memory_settings(features, precision)
 
 
 def _value(text: str) -> Any:

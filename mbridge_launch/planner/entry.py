@@ -8,8 +8,9 @@ Renderers only render a PlanResult; no other module builds search options or cal
 (tests/unit/test_planner_entry.py reads every module of the package to keep it so).
 
 - `plan_request(request, calibration)`: the ranked candidates and what goes with them.
-- `estimate_request(request, layout, calibration)`: one given layout, estimated and assessed the
-  same way (what `estimate`, recommend's kept layouts and tune's own layout need).
+- `estimate_request(request, layout, calibration)`: one given layout (with the request's recipe
+  settings on the fields it leaves unset), estimated and assessed the same way (what
+  `estimate`, recommend's kept layouts and tune's own layout need).
 - `smallest_fitting_gpus(request, calibration)`: when memory rules every layout out, the
   smallest doubling of the GPU count at which the planner finds one.
 """
@@ -54,6 +55,22 @@ class PlanRequest:
     mtp_layers: int | None = None
     moe_token_drop: bool = False
     top: int | None = 5
+    # the catalog recipe the written Plan runs (recommend's selected recipe; for `plan`, the
+    # library recipe recommend would select): every layout is estimated with its memory
+    # settings (planner.recipe_settings), as preflight reads them back from the Plan. None: the
+    # planner's defaults
+    recipe: Any = field(default=None, hash=False)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The recipe's memory settings as Layout fields (recipe_settings.memory_settings); a
+        gradient dtype the caller asks for (plan --bf16-grads) replaces the recipe's."""
+        from mbridge_launch.planner.recipe_settings import memory_settings
+
+        found = memory_settings(getattr(self.recipe, "features", None), self.precision) if self.recipe else {}
+        if self.grad_bytes != GRAD_BYTES:
+            found["grad_bytes"] = self.grad_bytes
+        return found
 
 
 @dataclass(frozen=True)
@@ -158,7 +175,8 @@ def _options(request: PlanRequest, calibration: CalibrationInUse) -> Options:
                    # NVIDIA's published rows of this very configuration, and the user's own in the
                    # calibration in use, correct the estimates and rank the layouts they ran first
                    measured=shipped_for(request.arch.name, request.hardware.name, request.gpus, request.precision),
-                   own_measured=calibration.source.measured)
+                   own_measured=calibration.source.measured,
+                   settings=tuple(request.settings.items()))
 
 
 def _search(request: PlanRequest, calibration: CalibrationInUse, gpus: int | None = None) -> SearchResult:
@@ -213,6 +231,10 @@ def estimate_request(request: PlanRequest, layout: Layout, calibration: Calibrat
     search would use, and the request's domain and band."""
     calibration = calibration or calibration_in_use()
     opts = _options(replace(request, gpus=layout.world or request.gpus), calibration)
+    if opts.settings:
+        from mbridge_launch.planner.recipe_settings import run_layout
+
+        layout = run_layout(layout, dict(opts.settings))  # as the Plan runs it, as the search estimates
     r = request
     candidate = estimate_layout(layout, r.arch, r.hardware, precision=r.precision, goal=r.goal,
                                 mtp_layers=r.mtp_layers, moe_token_drop=r.moe_token_drop, grad_bytes=r.grad_bytes,

@@ -108,3 +108,40 @@ def applied(changes: Mapping[str, Any]) -> list[tuple[str, str]]:
             text = str(value).lower() if isinstance(value, bool) else str(value)
         shown.append((name, text))
     return shown
+
+
+# Recipe settings Megatron Core 0.19 (Megatron Bridge 0.6.2) rejects beside some layouts
+# (transformer_config.py __post_init__): CPU activation offloading "no support for Pipeline
+# parallelism" and "does not work when activation recomputation is enabled"; per-layer CUDA
+# graphs: "full recompute is only supported with full iteration CUDA graph". A layout the search
+# offers keeps the recipe's setting where Megatron accepts it; where not, the Plan switches the
+# setting off with this override (key, value) and every estimate of that layout goes without it.
+SWITCH_OFF: dict[str, tuple[str, Any]] = {"cpu_offload_layers": ("model.cpu_offloading", False),
+              "cuda_graph_scope": ("model.cuda_graph_impl", "none")}
+
+
+def _rejected_beside(name: str, layout: Any) -> bool:
+    if name == "cpu_offload_layers":
+        return layout.pp > 1 or (layout.recompute or "none") != "none"
+    if name == "cuda_graph_scope":
+        return layout.recompute == "full"
+    return False
+
+
+def switched_off(settings: Mapping[str, Any], layout: Any) -> tuple[tuple[str, Any], ...]:
+    """The overrides (key, value) a Plan of `layout` writes to switch off the recipe settings
+    (memory_settings' changes) Megatron rejects beside that layout (SWITCH_OFF)."""
+    return tuple(SWITCH_OFF[name] for name in SWITCH_OFF if settings.get(name) and _rejected_beside(name, layout))
+
+
+def run_layout(layout: Any, settings: Mapping[str, Any]) -> Any:
+    """`layout` as its Plan runs it: the recipe's settings (memory_settings' changes) on the fields
+    it leaves None, less those Megatron rejects beside its PP and recompute (SWITCH_OFF)."""
+    from mbridge_launch.planner.rules import evolve
+
+    changes = {name: value for name, value in settings.items() if getattr(layout, name, None) is None}
+    for name in SWITCH_OFF:
+        value = changes.get(name, getattr(layout, name, None))
+        if value and _rejected_beside(name, layout):
+            changes[name] = None
+    return evolve(layout, **changes) if changes else layout

@@ -25,6 +25,7 @@ from mbridge_launch.planner.memory import HEADROOM, MemoryBreakdown, estimate_me
 from mbridge_launch.planner.pipeline_split import settle
 from mbridge_launch.planner.pitfall_rules import CODES as PITFALL_CODES
 from mbridge_launch.planner.pitfall_rules import PRICED, grid_pitfalls, layout_pitfalls, ranked_count
+from mbridge_launch.planner.recipe_settings import run_layout
 from mbridge_launch.planner.recompute import RECOMPUTE_ORDER, recompute_levels  # noqa: F401 - re-exported
 from mbridge_launch.planner.rules import Layout, Violation, check_layout, chunk_layers, divisors, evolve, valid_tp
 from mbridge_launch.planner.throughput import CAL, Calibration, StepEstimate, estimate_step, step_model
@@ -170,6 +171,9 @@ class Options:
     # the user's rows (a calibration file's measured_rows), preferred to NVIDIA's
     measured: tuple = ()
     own_measured: tuple = ()
+    # the recipe settings the written Plan runs with (planner.recipe_settings.memory_settings'
+    # changes, as (Layout field, value) pairs): every layout is estimated as run_layout makes it
+    settings: tuple = ()
 
 
 def _rule(code: str, key: str, fld: str, **params: Any) -> Violation:
@@ -260,6 +264,15 @@ def _vp_choices(arch: ModelArch, pp: int) -> list[int | None]:
     return out
 
 
+def _static_layout(grid: Layout, options: Options) -> Layout:
+    """The grid with the recipe's settings, for static_memory's lower bound: every variant of the
+    grid runs them, except per-layer CUDA graphs (off beside full recompute, which the bound
+    assumes) and CPU offloading (off beside recompute: static_memory weighs both ways)."""
+    if not options.settings:
+        return grid
+    return evolve(run_layout(grid, dict(options.settings)), cuda_graph_scope=None)
+
+
 def search(
     arch: ModelArch,
     hw: Hardware,
@@ -311,7 +324,8 @@ def search(
                         _rule("RULE_FSDP_PP", "planner.rule.fsdp_pp", "pp", pp=pp, valid="1"))
                 continue
             grid = evolve(base, fsdp=fsdp)
-            if static_memory(arch, grid, precision=precision, goal=goal, grad_bytes=options.grad_bytes) > limit:
+            if static_memory(arch, _static_layout(grid, options), precision=precision, goal=goal,
+                             grad_bytes=options.grad_bytes) > limit:
                 _reject(result, "RULE_MEMORY", _grid_label(tp, pp, cp, ep, etp, fsdp),
                         _rule("RULE_MEMORY", "planner.rule.memory", "recompute"))
                 continue
@@ -462,6 +476,7 @@ def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, g
     dp = grid.dp
     mbs_choices = [opts.mbs] if opts.mbs else MBS_CHOICES
     recomputes = [opts.recompute] if opts.recompute else list(RECOMPUTE_ORDER)
+    settings = dict(opts.settings)
     for mbs in mbs_choices:
         if grid.gbs % (mbs * dp):
             continue
@@ -472,6 +487,8 @@ def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, g
             for recompute, layers in recompute_levels(recomputes, chunk_layers(arch.num_layers, layout),
                                                        partial=not opts.recompute):
                 trial = evolve(layout, recompute=recompute, recompute_layers=layers)
+                if settings:
+                    trial = run_layout(trial, settings)  # as the written Plan runs it
                 memory = estimate_memory(arch, trial, hw.hbm_gb, precision=precision, goal=goal, grad_bytes=opts.grad_bytes)
                 if result is not None:
                     result.evaluated += 1

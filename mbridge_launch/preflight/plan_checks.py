@@ -152,7 +152,8 @@ def plan_layout(ctx: PreflightContext) -> Any:
     full = ctx.plan.parallelism.recompute == "full"
     recipe = ctx.recipe()
     return layout_of(ctx.plan, recompute_layers=_block_recompute_layers(ctx) if full else None,
-                     packing=uses_packing(ctx), recipe_features=getattr(recipe.value, "features", None) if recipe.ok else None)
+                     packing=uses_packing(ctx), recipe_features=getattr(recipe.value, "features", None) if recipe.ok else None,
+                     precision=plan_precision(ctx))
 
 
 def check_rules(ctx: PreflightContext) -> list[Check]:

@@ -146,13 +146,7 @@ def recommend(request: Request) -> Recommendation:
     catalog = load_catalog(request.catalog_version)
     model = resolve_model_for(request)  # with --hf-config, an unknown name gets the nearest recipe models
     arch = arch_from_hf_config(request.hf_config) if request.hf_config else load_arch(model)
-    if request.benchmark:
-        recipe = select.select_benchmark(catalog, model, request.recipe_mode, gpu_type=gpu_type,
-                                         precision=request.precision, gpus=request.gpus, seq_length=request.seq_length)
-    else:
-        recipe = select.select_library(catalog, model, request.goal, request.recipe_mode,
-                                       seq_length=request.seq_length, gpu_type=gpu_type,
-                                       precision=request.precision, gpus=request.gpus)
+    recipe = select.recipe_for(catalog, model, request, gpu_type)
     # the recipe shipped for exactly this request that run_recipe.py cannot load: its dataset is the default
     shadowed = None if request.benchmark else select.passed_over(
         catalog, recipe, seq_length=request.seq_length, gpu_type=gpu_type, precision=request.precision, gpus=request.gpus)
@@ -186,7 +180,7 @@ def recommend(request: Request) -> Recommendation:
         raise _override_error(errors, request)
     rec.layout = layout
     same = layout == resized.layout
-    rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal)
+    rec.estimate = resized.estimate if same else _estimate(layout, arch, hardware, precision, request.goal, recipe)
     rec.layout_choice = choice_of(resized, layout, rec.estimate, benchmark=recipe.kind == "benchmark",
                                   user_layout=_user_sets_layout(request))
     if rec.layout_choice.source != "planner" and rec.layout_choice.planner_first is not None:
@@ -276,7 +270,8 @@ def _fit_world(request: Request, recipe: Any, arch: Any, hardware: Any, precisio
         seq = request.seq_length or base.seq_length
         try:
             resized = resize_layout(base, world=world, seq_length=seq, arch=arch,
-                                    hardware=hardware, precision=precision, goal=request.goal, model=recipe.model)
+                                    hardware=hardware, precision=precision, goal=request.goal, model=recipe.model,
+                                    recipe=recipe)
         except NoLayoutError:
             if i == len(counts) - 1:
                 raise
@@ -315,7 +310,7 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
     if broken:
         return world, None, [("SHIPPED_LAYOUT_INVALID", msg("pitfall.shipped_layout_invalid", recipe=recipe.name,
                                                               rule=broken[0].as_msg()))]
-    estimate = _estimate(layout, arch, hardware, precision, goal)
+    estimate = _estimate(layout, arch, hardware, precision, goal, recipe)
     if estimate is not None and not estimate.fits:
         change = shipped.smallest_fitting_change(layout, arch, hardware, precision=precision, goal=goal)
         if static_floor.cannot_fit_by_arithmetic(estimate.memory, hardware.hbm_gb):
@@ -335,7 +330,7 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
     from mbridge_launch.planner.entry import PlanRequest, plan_request
 
     planned = plan_request(PlanRequest(recipe.model or arch.name, arch, hardware, world, layout.gbs, layout.seq_length,
-                                       precision, goal, top=1), nvidia=False)
+                                       precision, goal, top=1, recipe=recipe), nvidia=False)
     return world, Resized(layout, estimate, None, planned=planned, reason="recipe_same_generation"), warnings
 
 
@@ -355,14 +350,16 @@ def _override_error(errors: list[Any], request: Request) -> UserError:
     return UserError("recommend.override_rule", setting=setting, reason=errors[0].message())
 
 
-def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str) -> Any:
+def _estimate(layout: Any, arch: Any, hardware: Any, precision: str, goal: str, recipe: Any = None) -> Any:
     if arch is None:
         return None
     from mbridge_launch.planner.entry import PlanRequest, estimate_request
 
     # the calibration in use and NVIDIA's published rows of this configuration, as plan and
     # estimate use them (planner.entry)
-    request = PlanRequest(arch.name, arch, hardware, layout.world or 0, layout.gbs, layout.seq_length, precision, goal)
+    # `recipe`: its settings on the fields the layout leaves unset, less those Megatron rejects beside it
+    request = PlanRequest(arch.name, arch, hardware, layout.world or 0, layout.gbs, layout.seq_length, precision, goal,
+                          recipe=recipe)
     return estimate_request(request, layout).candidate
 
 

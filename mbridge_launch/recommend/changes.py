@@ -90,6 +90,7 @@ def record_layout_changes(rec: Any, before: Any, after: Any) -> None:
         rec.changes.append(_change(key, old, new, cls.change_class, _resize_reason(rec, after, cls.reason_key), "resize"))
     _record_recompute(rec, before, after, user_keys)
     _record_fsdp(rec, before, after, user_keys)
+    _record_switched_off(rec, after, user_keys)
 
 
 def _gbs_reason(rec: Any, old: int, new: int, after: Any) -> Msg:
@@ -176,6 +177,22 @@ def _record_recompute_modules(rec: Any, after: Any, user_keys: set[str]) -> None
     reason = msg("change.reason.joined", first=msg("change.reason.recompute_modules"),
                  second=_resize_reason(rec, after, cls.reason_key))
     rec.changes.append(_change(OVERRIDE_KEY, old, new, cls.change_class, reason, "resize"))
+
+
+def _record_switched_off(rec: Any, after: Any, user_keys: set[str]) -> None:
+    """The recipe settings Megatron rejects beside the recommended layout (CPU offloading with PP
+    or recompute, per-layer CUDA graphs with full recompute), switched off by an override: the
+    planner estimated the layout without them (planner.recipe_settings.switched_off)."""
+    from mbridge_launch.planner.recipe_settings import memory_settings, switched_off
+
+    precision = getattr(rec.request, "precision", None) or getattr(rec.recipe, "precision", None) or "bf16"
+    for key, value in switched_off(memory_settings(rec.recipe.features, precision), after):
+        if key in user_keys:
+            continue
+        reason = msg("change.reason.setting_off", setting=key, pp=after.pp,
+                     recompute=msg(f"planner.recompute_level.{after.recompute or 'none'}"))
+        rec.changes.append(_change(key, S.recipe_default(rec.recipe, key), value, classify(key).change_class, reason,
+                                   "resize"))
 
 
 def _record_fsdp(rec: Any, before: Any, after: Any, user_keys: set[str]) -> None:

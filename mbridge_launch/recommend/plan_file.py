@@ -50,11 +50,32 @@ def layout_overrides(layout: Any, arch: Any = None, precision: str = "bf16") -> 
     return items
 
 
+def _plan_request(got: Any, gpus: int, seq_length: int, overrides: list[str] | None = None) -> Any:
+    """The recommend request `plan -o` writes its Plan through."""
+    from mbridge_launch.plan.overrides import parse_overrides
+    from mbridge_launch.recommend.request import Request
+
+    return Request(model=got.model, gpus=gpus, gpu_type=got.hardware.name, goal=got.goal, seq_length=seq_length,
+                   precision=got.precision, overrides=parse_overrides(overrides or []))
+
+
+def plan_recipe(got: Any, gpus: int, seq_length: int) -> Any:
+    """The library recipe a Plan of `plan` runs: the one recommend selects for the request
+    write_plan makes (select.recipe_for), so that the planner estimates every layout with that
+    recipe's settings (planner.entry.PlanRequest.recipe). None: the model has no such recipe."""
+    from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.recommend import select
+
+    try:
+        recipe = select.recipe_for(load_catalog(), got.model, _plan_request(got, gpus, seq_length), got.hardware.name)
+    except UserError:
+        return None  # no recipe to run: plan ranks with the planner's defaults (plan -o refuses)
+    return recipe if getattr(recipe, "kind", "library") == "library" else None
+
+
 def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | None = None) -> tuple[Path, str]:
     from mbridge_launch.plan.model import save_plan
-    from mbridge_launch.plan.overrides import parse_overrides
     from mbridge_launch.recommend.build import recommend
-    from mbridge_launch.recommend.request import Request
     from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
 
     layout = candidate.layout
@@ -62,10 +83,7 @@ def write_plan(candidate: Any, got: Any, gpus: int, path: str, *, name: str | No
 
     # --precision is a request field: recommend prefers a recipe in that precision and otherwise
     # records the mixed_precision switch as a convergence change
-    request = Request(model=got.model, gpus=gpus, gpu_type=got.hardware.name, goal=got.goal,
-                      seq_length=layout.seq_length, precision=got.precision,
-                      overrides=parse_overrides(overrides))
-    rec = recommend(request)
+    rec = recommend(_plan_request(got, gpus, layout.seq_length, overrides))
     if getattr(rec.recipe, "kind", "library") != "library":
         raise UserError("planner.plan_no_recipe", model=got.model, goal=got.goal)
     # the run keeps the recipe's fp8 parameter gathering and MoE dispatcher, which the search did

@@ -95,14 +95,16 @@ def choice_of(resized: Any, layout: Any, estimate: Any, *, benchmark: bool, user
 
 
 def _planner_request(arch: Any, hardware: Any, world: int, gbs: int, seq_length: int, precision: str, goal: str,
-                     model: str | None) -> Any:
+                     model: str | None, recipe: Any = None) -> Any:
     from mbridge_launch.planner.entry import PlanRequest
 
-    return PlanRequest(model or arch.name, arch, hardware, world, gbs, seq_length, precision, goal, top=1)
+    # the recipe the Plan runs: its memory settings in every estimate (planner.entry)
+    return PlanRequest(model or arch.name, arch, hardware, world, gbs, seq_length, precision, goal, top=1,
+                       recipe=recipe)
 
 
 def resize_layout(recipe_layout: Any, *, world: int, seq_length: int, arch: Any, hardware: Any,
-                  precision: str, goal: str, model: str | None = None) -> Resized:
+                  precision: str, goal: str, model: str | None = None, recipe: Any = None) -> Resized:
     """The planner's first layout for the recipe's request at `world` GPUs (module docstring);
     without a planner estimate of the architecture, the rule-valid layout nearest the recipe's."""
     from mbridge_launch.planner import rules
@@ -113,7 +115,7 @@ def resize_layout(recipe_layout: Any, *, world: int, seq_length: int, arch: Any,
         # the planner cannot estimate this architecture: the nearest rule-valid layout, unchecked for memory
         resized = _closest_valid(keep, recipe_layout.gbs, world, arch, hardware, rules)
         return replace(resized, reason="no_estimate")
-    return _planner_first(keep, arch, hardware, world, precision, goal, model)
+    return _planner_first(keep, arch, hardware, world, precision, goal, model, recipe)
 
 
 def _cp_for_seq(recipe_cp: int, recipe_seq: int, seq: int) -> int:
@@ -140,14 +142,14 @@ def _fix_batch(layout: Any, recipe_gbs: int) -> tuple[Any, int | None]:
 
 
 def _planner_first(prefer: Any, arch: Any, hardware: Any, world: int, precision: str, goal: str,
-                   model: str | None) -> Resized:
+                   model: str | None, recipe: Any = None) -> Resized:
     """The planner's first layout at the recipe's global batch; when no data-parallel size of a
     layout divides that batch, at the nearest multiple of the GPU count (a GBS change, said by the
     caller). No layout at all: NoLayoutError naming the most common reasons."""
     from mbridge_launch.planner.entry import estimate_request, plan_request
     from mbridge_launch.planner.search import rejection_summary
 
-    request = _planner_request(arch, hardware, world, prefer.gbs, prefer.seq_length, precision, goal, model)
+    request = _planner_request(arch, hardware, world, prefer.gbs, prefer.seq_length, precision, goal, model, recipe)
     planned = plan_request(request, nvidia=False)
     gbs_from = None
     if planned.best is None and "RULE_GBS" in planned.rejected:

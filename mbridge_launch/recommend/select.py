@@ -80,6 +80,17 @@ def _library_candidates(catalog: Any, model: str, goal: str, recipe_mode: str) -
     return candidates
 
 
+def recipe_for(catalog: Any, model: str, request: Any, gpu_type: str) -> Any:
+    """The recipe recommend runs `request` (recommend.request.Request) with: the benchmark recipe
+    when it asks for one, else the library recipe (select_library). `plan` asks it too, for the
+    recipe its Plan will run (recommend.plan_file.plan_recipe)."""
+    if request.benchmark:
+        return select_benchmark(catalog, model, request.recipe_mode, gpu_type=gpu_type,
+                                precision=request.precision, gpus=request.gpus, seq_length=request.seq_length)
+    return select_library(catalog, model, request.goal, request.recipe_mode, seq_length=request.seq_length,
+                          gpu_type=gpu_type, precision=request.precision, gpus=request.gpus)
+
+
 def select_library(catalog: Any, model: str, goal: str, recipe_mode: str, *, seq_length: int | None,
                    gpu_type: str, precision: str | None, gpus: int | None) -> Any:
     """The library recipe for the request. The order of the key is the policy:

@@ -14,6 +14,7 @@ from mbridge_launch.base.errors import UserError
 from mbridge_launch.knowledge.models import load_arch
 from mbridge_launch.plan.model import load_plan
 from mbridge_launch.planner import inputs
+from mbridge_launch.planner.entry import PlanRequest, plan_request, shipped_calibration
 from mbridge_launch.planner.memory import HEADROOM, estimate_memory
 from mbridge_launch.planner.recompute import (
     ALLOWED,
@@ -32,7 +33,7 @@ from mbridge_launch.planner.search import Options, search
 from mbridge_launch.preflight.context import PreflightContext
 from mbridge_launch.preflight.plan_checks import _memory_model_fit, plan_layout, plan_precision
 from mbridge_launch.recommend.build import recommend
-from mbridge_launch.recommend.plan_file import write_plan
+from mbridge_launch.recommend.plan_file import plan_recipe, write_plan
 from mbridge_launch.recommend.request import Request
 from mbridge_launch.recommend.to_plan import ClusterFlags, build_plan
 
@@ -71,10 +72,18 @@ def _assert_valid(plan, arch) -> None:
 
 
 def _plan_first(tmp_path, model, gpus, *, gpu_type="h100", seq=4096, precision="bf16", gbs=None, **options):
-    """`plan -o`: the search's first candidate written into a Plan, and the Plan read back."""
+    """`plan -o`: the planner's first candidate (its one entry point, with the recipe the Plan
+    runs, as the plan command asks) written into a Plan, and the Plan read back."""
     got = inputs.resolve(model, gpu_type, precision, "pretrain")
-    found = search(got.arch, got.hardware, gpus, gbs=gbs or 8 * gpus, seq_length=seq, precision=got.precision,
-                   goal=got.goal, options=Options(**options), top=1)
+    fixed = {k: options.pop(k) for k in ("tp", "cp") if k in options}
+    request = PlanRequest(got.model, got.arch, got.hardware, gpus, gbs or 8 * gpus, seq, got.precision, got.goal,
+                          top=1, recipe=plan_recipe(got, gpus, seq), **options)
+    if fixed:  # a grid the plan command cannot fix: the search itself, with the same recipe settings
+        found = search(got.arch, got.hardware, gpus, gbs=request.gbs, seq_length=seq, precision=got.precision,
+                       goal=got.goal, options=Options(**options, **fixed, settings=tuple(request.settings.items())),
+                       top=1)
+    else:
+        found = plan_request(request, shipped_calibration(), nvidia=False)
     assert found.candidates, found.rejected
     cand = found.candidates[0]
     path, _ = write_plan(cand, got, gpus, str(tmp_path / f"{model}.yaml"))
@@ -227,7 +236,9 @@ def _recommended(**request):
 
 
 def test_recommend_writes_the_modules_it_chose_as_an_execution_change():
-    rec, plan = _recommended(model="deepseek_v3", gpus=64, gpu_type="b200", seq_length=4096)
+    # 32 GPUs: with its recipe's settings (bf16 gradient reduction, fused cross entropy, ...) the
+    # planner's first at 64 needs no recompute at all
+    rec, plan = _recommended(model="deepseek_v3", gpus=32, gpu_type="b200", seq_length=4096)
     assert rec.layout.recompute == "selective" and rec.layout.recompute_modules is None  # the planner's choice
     assert _written_modules(plan) == planner_modules(rec.arch, "bf16") == ("layernorm", "moe_act", "mla_up_proj")
     change = next(c for c in rec.changes if c.field == OVERRIDE_KEY)

@@ -54,9 +54,13 @@ def run(args: argparse.Namespace) -> int:
     seq = args.seq_length or defaults.get("seq_length", 4096)
     gbs = args.gbs or defaults.get("gbs") or inputs.default_gbs(gpus)
     calibration = calibration_in_use(args.calibration)  # --calibration, the state's, or shipped
+    from mbridge_launch.recommend.plan_file import plan_recipe
+
     request = PlanRequest(got.model, got.arch, got.hardware, gpus, gbs, seq, got.precision, got.goal,
                           recompute=args.recompute, fsdp=True if args.fsdp else None,
-                          grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, top=args.top)
+                          grad_bytes=BF16_GRAD_BYTES if args.bf16_grads else GRAD_BYTES, top=args.top,
+                          # the recipe the written Plan runs: its memory settings in every estimate
+                          recipe=plan_recipe(got, gpus, seq))
     result = plan_request(request, calibration)
     hw = got.hardware
     if not result.candidates:
