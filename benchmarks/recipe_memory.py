@@ -1,6 +1,7 @@
 """The memory model against NVIDIA's shipped library recipes.
 
     python benchmarks/recipe_memory.py [--all] [--no-write]
+    python benchmarks/recipe_memory.py --import-build BUILD.jsonl [PLACEHOLDERS.jsonl]
 
 Every 0.6.2 LIBRARY recipe of the catalog (kind == library, gpus not null) is estimated at its
 named GPU count and system with its own layout and settings (TP/PP/VP/CP/EP/ETP/SP, MBS, GBS,
@@ -10,6 +11,18 @@ question for the model first: the table prints the estimate by component against
 the settings that drive it, and a verdict. `--all` prints every recipe (default: those above
 usable HBM and a summary). Writes the "Recipe memory" section of benchmarks/RESULTS.md unless
 --no-write.
+
+Every recipe above usable HBM is put in one class (issue 34, item 2), in this order:
+  rejected    the real Megatron Bridge 0.6.2 stops it as shipped (build or ConfigContainer.validate(),
+              data/recipe_memory_real_build.json, written by --import-build from tests/bridge/build_recipe.py)
+  static      weights + gradients + optimizer state + the fixed allowance alone are above the whole HBM
+              (mbridge_launch/plan/static_floor.py): it cannot fit by arithmetic at that count
+  activations dense model without recompute, text data: the static memory plus a lower bound of ONE micro-batch's
+              saved activations on its heaviest rank (Korthikanti et al. 2022, "Reducing Activation
+              Recomputation in Large Transformer Models", sec. 4: 34 sbh/t bytes per layer with sequence
+              parallelism and no attention-score storage; taken as 30 to leave out the K/V and dropout terms
+              GQA and dropout-free models lack) is above the whole HBM
+  open        none of these: the memory model and NVIDIA disagree and no cause is established
 """
 
 from __future__ import annotations
@@ -148,11 +161,98 @@ def verdict(row: dict[str, Any]) -> str:
     return "above"
 
 
+REAL_BUILD = Path(__file__).resolve().parent / "data" / "recipe_memory_real_build.json"
+CLASSES = ("rejected", "static", "activations", "open")
+# Korthikanti et al. 2022 (sec. 4.1): 34 sbh/t bytes per transformer layer with tensor and sequence
+# parallelism when attention scores are not stored (flash attention); 30 leaves out what GQA's
+# smaller K/V and dropout-free models do not keep, so the figure stays a lower bound for them.
+ACTIVATION_FLOOR_BYTES_PER_SBH = 30
+GIB = 2**30
+
+
+def real_build() -> dict[str, dict[str, Any]]:
+    """name -> what the real 0.6.2 build said (data/recipe_memory_real_build.json)."""
+    import json
+
+    return json.loads(REAL_BUILD.read_text())["recipes"] if REAL_BUILD.exists() else {}
+
+
+def activation_floor_gib(arch: Any, layout: Any) -> float | None:
+    """A lower bound of one micro-batch's saved activations on the rank with most layers (dense
+    transformer, no recompute); None where it does not apply (MoE, hybrid, MLA, any recompute)."""
+    if layout.recompute != "none" or arch.is_moe or arch.is_hybrid or arch.is_mla:
+        return None
+    layers = -(-arch.num_layers // layout.pp)
+    tokens = layout.seq_length // layout.cp * layout.mbs
+    return ACTIVATION_FLOOR_BYTES_PER_SBH * tokens * arch.hidden_size / layout.tp * layers / GIB
+
+
+def classify(row: dict[str, Any], built: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """The class of a recipe above usable HBM and the reason in one line (its figures)."""
+    from mbridge_launch.plan.static_floor import static_gib
+
+    recipe, mem, layout = row["recipe"], row["mem"], row["layout"]
+    real = built.get(recipe.name, {})
+    if real.get("result") == "rejects":
+        return "rejected", f"0.6.2 {real.get('stage')}: {real.get('error')}"
+    static, hbm = static_gib(mem), row["hbm"]
+    if static > hbm:
+        return "static", (f"weights {mem.weights:.1f} + gradients {mem.gradients:.1f} + optimizer {mem.optimizer:.1f} "
+                          f"+ fixed 3.0 = {static:.1f} > HBM {hbm:.0f}")
+    # text data fills every sample to the sequence length (GPT datasets; packed SFT); image and
+    # audio datasets pad a batch to its longest sample, so their floor is not a bound
+    text = (recipe.dataset or {}).get("modality") == "text"
+    floor = activation_floor_gib(load_arch(recipe.model), layout) if text else None
+    if floor is not None and static + floor > hbm:
+        return "activations", (f"static {static:.1f} + one micro-batch's activations >= {floor:.1f} "
+                               f"(30 sbh/t x {-(-load_arch(recipe.model).num_layers // layout.pp)} layers) "
+                               f"= {static + floor:.1f} > HBM {hbm:.0f}")
+    return "open", f"static {static:.1f}; the model's activations {mem.activations:.1f} + logits {mem.logits:.1f}"
+
+
+def import_build(paths: list[Path]) -> None:
+    """Write data/recipe_memory_real_build.json from build_recipe.py's JSON lines: the first file
+    as shipped, the second (optional) with --placeholder-inputs (PEFT checkpoint, Energon path)."""
+    import json
+
+    runs = [{d["name"]: d for d in map(json.loads, p.read_text().splitlines()) if "name" in d} for p in paths]
+    first, inputs = runs[0], (runs[1] if len(runs) > 1 else {})
+    out: dict[str, dict[str, Any]] = {}
+    for name, d in sorted(first.items()):
+        again = inputs.get(name, d)
+        if d.get("validated"):
+            out[name] = {"result": "validates"}
+        elif again.get("validated"):
+            out[name] = {"result": "validates with the user's inputs",
+                         "without_them": (d.get("error") or {}).get("message", "")[:200]}
+        else:
+            error = again.get("error") or {}
+            text = error.get("message", "").split("\n")[0]
+            result = ("not built offline" if "Failed to load configuration" in text
+                      else "needs the user's data files" if "data_files" in text else "rejects")
+            out[name] = {"result": result, "stage": again.get("stage"),
+                         "error": f"{error.get('type', '')}: {text}"[:260], "where": error.get("where")}
+    REAL_BUILD.parent.mkdir(exist_ok=True)
+    REAL_BUILD.write_text(json.dumps({
+        "comment": ("Megatron Bridge 0.6.2 (tests/bridge env: CPU, torch.cuda answering as the recipe's GPU) building "
+                    "and validating each library recipe the memory model estimated above usable HBM: "
+                    "ENV/bin/python tests/bridge/build_recipe.py NAMES --out BUILD.jsonl, again with "
+                    "--placeholder-inputs for those that did not validate, then "
+                    "python benchmarks/recipe_memory.py --import-build BUILD.jsonl PLACEHOLDERS.jsonl"),
+        "megatron_bridge": "0.6.2", "recipes": out}, indent=1) + "\n")
+    print(f"wrote {REAL_BUILD}: {collections.Counter(v['result'] for v in out.values())}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--all", action="store_true", help="print every recipe, not only those above HBM")
     parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
+    parser.add_argument("--import-build", nargs="+", type=Path, metavar="JSONL",
+                        help="write data/recipe_memory_real_build.json from build_recipe.py output and stop")
     args = parser.parse_args()
+    if args.import_build:
+        import_build(args.import_build)
+        return 0
     recipes = library_recipes()
     rows, unknown = [], []
     for recipe in recipes:
@@ -167,6 +267,7 @@ def main() -> int:
               f"precision and PEFT scheme; {len(unknown)} without a known architecture."), "",
              f"**Recipes above usable HBM ({HEADROOM:.0%} of HBM): {len(above)} of {len(rows)}**"
              + (f" ({', '.join(f'{m} {n}' for m, n in sorted(by_mode.items()))})" if above else "") + ".", "",
+             *class_table(above), "",
              "| recipe | settings | weights | grads | optimizer | activations | logits | allowance | total | usable | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     shown = rows if args.all else above
@@ -175,6 +276,11 @@ def main() -> int:
         lines.append(f"| {r['recipe'].name} | {settings_text(r['recipe'], r['layout'])} | {m.weights:.1f} | "
                      f"{m.gradients:.1f} | {m.optimizer:.1f} | {m.activations:.1f} | {m.logits:.1f} | {m.allowance:.1f} | "
                      f"{m.total:.1f} | {r['usable']:.1f} | {verdict(r)} |")
+    lines += ["", "Class of each recipe above usable HBM, and why:", "", "| recipe | class | why |", "|---|---|---|"]
+    built = real_build()
+    for r in sorted(above, key=lambda r: (CLASSES.index(classify(r, built)[0]), r["recipe"].name)):
+        cls, why = classify(r, built)
+        lines.append(f"| {r['recipe'].name} | {cls} | {why.replace('|', '/')} |")
     lines += ["", *FINDINGS, ""]
     text = "\n".join(lines)
     print(text)
@@ -186,6 +292,21 @@ def main() -> int:
     if not args.no_write:
         write_section(text)
     return 0
+
+
+def class_table(above: list[dict[str, Any]]) -> list[str]:
+    """Counts per class (issue 34, item 2) and what the real build said of the open ones."""
+    built = real_build()
+    counts = collections.Counter(classify(r, built)[0] for r in above)
+    real = collections.Counter(built.get(r["recipe"].name, {}).get("result", "not run") for r in above)
+    return ["| class | recipes | meaning |", "|---|---|---|",
+            f"| rejected | {counts['rejected']} | the real 0.6.2 build or validate() stops it as shipped |",
+            f"| static | {counts['static']} | weights + gradients + optimizer + 3 GiB fixed above the whole HBM: "
+            "cannot fit by arithmetic |",
+            f"| activations | {counts['activations']} | static + a lower bound of one micro-batch's activations above "
+            "the whole HBM (dense, no recompute, text data) |",
+            f"| open | {counts['open']} | no cause established: the model and NVIDIA disagree |", "",
+            "Real 0.6.2 build of these recipes: " + ", ".join(f"{k} {n}" for k, n in sorted(real.items())) + "."]
 
 
 def write_section(text: str) -> None:

@@ -3,7 +3,7 @@ allowance (CUDA context, workspaces, NCCL buffers).
 
 These three terms are parameter counts times bytes, sharded as the layout shards them; they do not
 depend on the activation or fragmentation terms the memory model estimates. When they alone are
-above usable HBM the layout cannot fit by arithmetic, whatever the estimate of the rest, and a
+above the whole HBM the layout cannot fit by arithmetic, whatever the estimate of the rest, and a
 shipped recipe in that state is named as such (recommend's MEMORY_SHIPPED warning, pitfall.memory_static_over_shipped) instead
 of as a doubtful estimate. Issue 34: 0.6.2 ships e.g. llama3_8b pretraining on 2 H100 at TP1 CP2
 (8.0B parameters x (2 + 4) bytes unsharded over CP plus 12 bytes / 2 = 89.7 GiB).
@@ -23,8 +23,9 @@ def static_gib(memory: Any) -> float:
 
 
 def cannot_fit_by_arithmetic(memory: Any, hbm_gb: float) -> bool:
-    """True when the static memory alone is above usable HBM (HEADROOM x HBM)."""
-    return static_gib(memory) > HEADROOM * hbm_gb
+    """True when the static memory alone is above the whole HBM: not HEADROOM x HBM, the planner's
+    margin, so that a layout within that margin is never said to be impossible."""
+    return static_gib(memory) > hbm_gb
 
 
 def layout_minimum_gpus(layout: Any) -> int:

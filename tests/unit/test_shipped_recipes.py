@@ -39,7 +39,7 @@ def test_shipped_recipe_at_own_count_is_kept_as_shipped():
     # layout cannot fit by arithmetic (8.0B x (2 + 4) + 8.0B x 12 / CP2 = 89.7 GiB + 3 fixed), with
     # the figures, the layout's own minimum count and the smallest change that fits
     for text in ("cannot fit by arithmetic", "weights 15.0 + gradients 29.9 + optimizer 44.9 + fixed allowance 3.0 = 92.7",
-                 "above the usable 76.0 GB of 80 GB HBM", "needs at least 2", "--gpus 4"):
+                 "above the whole 80 GB of HBM (usable 76.0 GB)", "needs at least 2", "--gpus 4"):
         assert text in warning, warning
     assert "MEMORY_OVER" not in _warnings(rec)
 
