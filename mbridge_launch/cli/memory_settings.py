@@ -79,7 +79,7 @@ def choose(args: argparse.Namespace, model: str, hardware: Any, precision: str, 
            num_layers: int) -> Chosen:
     """The recipe's settings (--recipe, else the library or benchmark recipe that ships exactly this
     layout at this count and system) under the user's flags."""
-    from mbridge_launch.planner.recipe_settings import memory_settings
+    from mbridge_launch.planner.recipe_settings import SWITCH_OFF, memory_settings, rejected_beside
 
     recipe = _named(args.recipe) if args.recipe else _matching(model, hardware, precision, goal, layout)
     chosen = Chosen(recipe=recipe.name if recipe is not None else None)
@@ -87,6 +87,8 @@ def choose(args: argparse.Namespace, model: str, hardware: Any, precision: str, 
         for name, value in memory_settings(recipe.features, precision).items():
             if name == "cpu_offload_layers" and not _offload_allowed(layout, value, num_layers):
                 continue  # Megatron rejects offloading at this layout: the recipe's layout differs
+            if name in SWITCH_OFF and rejected_beside(name, layout):
+                continue  # e.g. per-layer CUDA graphs beside full recompute: a Plan switches them off
             chosen.changes[name] = value
             chosen.from_recipe.append(name)
     flags = _flags(args, precision)

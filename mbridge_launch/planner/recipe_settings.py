@@ -120,7 +120,8 @@ SWITCH_OFF: dict[str, tuple[str, Any]] = {"cpu_offload_layers": ("model.cpu_offl
               "cuda_graph_scope": ("model.cuda_graph_impl", "none")}
 
 
-def _rejected_beside(name: str, layout: Any) -> bool:
+def rejected_beside(name: str, layout: Any) -> bool:
+    """Megatron rejects the recipe setting `name` (a SWITCH_OFF field) beside this layout."""
     if name == "cpu_offload_layers":
         return layout.pp > 1 or (layout.recompute or "none") != "none"
     if name == "cuda_graph_scope":
@@ -131,7 +132,7 @@ def _rejected_beside(name: str, layout: Any) -> bool:
 def switched_off(settings: Mapping[str, Any], layout: Any) -> tuple[tuple[str, Any], ...]:
     """The overrides (key, value) a Plan of `layout` writes to switch off the recipe settings
     (memory_settings' changes) Megatron rejects beside that layout (SWITCH_OFF)."""
-    return tuple(SWITCH_OFF[name] for name in SWITCH_OFF if settings.get(name) and _rejected_beside(name, layout))
+    return tuple(SWITCH_OFF[name] for name in SWITCH_OFF if settings.get(name) and rejected_beside(name, layout))
 
 
 def run_layout(layout: Any, settings: Mapping[str, Any]) -> Any:
@@ -142,6 +143,6 @@ def run_layout(layout: Any, settings: Mapping[str, Any]) -> Any:
     changes = {name: value for name, value in settings.items() if getattr(layout, name, None) is None}
     for name in SWITCH_OFF:
         value = changes.get(name, getattr(layout, name, None))
-        if value and _rejected_beside(name, layout):
+        if value and rejected_beside(name, layout):
             changes[name] = None
     return evolve(layout, **changes) if changes else layout

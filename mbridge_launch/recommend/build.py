@@ -294,7 +294,9 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
 
     world = recipe.gpus
     _nodes_for(world, hardware.gpus_per_node, hardware.name)
-    layout = shipped.with_recipe_settings(_recipe_layout(recipe, world, overrides), recipe)
+    # the GPUs per node as preflight reads them from the Plan (the MoE dispatcher's buffers count them)
+    layout = shipped.with_recipe_settings(replace(_recipe_layout(recipe, world, overrides),
+                                                  gpus_per_node=hardware.gpus_per_node), recipe)
     warnings: list[tuple[str, Msg]] = []
     broken = _rule_errors(layout, arch, hardware)
     if broken and all(v.code in ("RULE_PP_LAYERS", "RULE_VP_LAYERS") for v in broken):

@@ -167,15 +167,17 @@ def test_a_plans_overrides_replace_the_recipes_memory_settings():
     assert (got.cpu_offload_layers, got.grad_bytes, got.offload_modules) == (8, 2.0, ("core_attn",))
 
 
-def test_a_plan_takes_mtp_depth_and_cuda_graphs_from_its_overrides_only():
-    """The search does not charge a recipe's MTP depth or CUDA graphs yet: a Plan is judged by them
-    only where it says them itself, so a layout recommend resized is judged as it was chosen."""
+def test_a_plan_takes_mtp_depth_and_cuda_graphs_from_its_recipe_under_its_overrides():
+    """The search charges a recipe's MTP depth and CUDA graphs (planner.entry: every layout with
+    the recipe's settings), so a Plan is judged by them too, unless its overrides switch them off
+    (recipe_settings.SWITCH_OFF: the graphs beside full recompute)."""
     from mbridge_launch.plan.layout import layout_of
     from plan_fixtures import moe_ep, override
 
     features = {"mtp_num_layers": 1, "cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["attn"]}
     plan = moe_ep()
     got = layout_of(plan, recipe_features=features)
-    assert (got.mtp_layers, got.cuda_graph_scope) == (None, None)
-    plan.overrides = [*plan.overrides, override("model.mtp_num_layers", "1")]
-    assert layout_of(plan, recipe_features=features).mtp_layers == 1
+    assert (got.mtp_layers, got.cuda_graph_scope) == (1, ("attn",))
+    plan.overrides = [*plan.overrides, override("model.mtp_num_layers", "0"), override("model.cuda_graph_impl", "none")]
+    got = layout_of(plan, recipe_features=features)
+    assert (got.mtp_layers, got.cuda_graph_scope) == (0, None)
