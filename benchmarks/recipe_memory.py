@@ -301,10 +301,10 @@ def class_table(above: list[dict[str, Any]]) -> list[str]:
     real = collections.Counter(built.get(r["recipe"].name, {}).get("result", "not run") for r in above)
     return ["| class | recipes | meaning |", "|---|---|---|",
             f"| rejected | {counts['rejected']} | the real 0.6.2 build or validate() stops it as shipped |",
-            f"| static | {counts['static']} | weights + gradients + optimizer + 3 GiB fixed above the whole HBM: "
-            "cannot fit by arithmetic |",
-            f"| activations | {counts['activations']} | static + a lower bound of one micro-batch's activations above "
-            "the whole HBM (dense, no recompute, text data) |",
+            (f"| static | {counts['static']} | weights + gradients + optimizer + 3 GiB fixed above the whole HBM: "
+             "cannot fit by arithmetic |"),
+            (f"| activations | {counts['activations']} | static + a lower bound of one micro-batch's activations "
+             "above the whole HBM (dense, no recompute, text data) |"),
             f"| open | {counts['open']} | no cause established: the model and NVIDIA disagree |", "",
             "Real 0.6.2 build of these recipes: " + ", ".join(f"{k} {n}" for k, n in sorted(real.items())) + "."]
 
