@@ -17,11 +17,11 @@ Every recipe above usable HBM is put in one class (issue 34, item 2), in this or
               data/recipe_memory_real_build.json, written by --import-build from tests/bridge/build_recipe.py)
   static      weights + gradients + optimizer state + the fixed allowance alone are above the whole HBM
               (mbridge_launch/plan/static_floor.py): it cannot fit by arithmetic at that count
-  activations dense model without recompute, text data: the static memory plus a lower bound of ONE micro-batch's
-              saved activations on its heaviest rank (Korthikanti et al. 2022, "Reducing Activation
-              Recomputation in Large Transformer Models", sec. 4: 34 sbh/t bytes per layer with sequence
-              parallelism and no attention-score storage; taken as 30 to leave out the K/V and dropout terms
-              GQA and dropout-free models lack) is above the whole HBM
+  activations dense bf16 model without recompute, text data: the static memory plus a lower bound of the
+              saved activations on the first pipeline rank (the tensors Korthikanti et al. 2022, "Reducing
+              Activation Recomputation in Large Transformer Models", sec. 4.1 count, less attention scores
+              and dropout masks, at the model's own widths; x the micro-batches 1F1B keeps in flight there:
+              activation_floor_gib) is above the whole HBM
   open        none of these: the memory model and NVIDIA disagree and no cause is established
 """
 
@@ -163,10 +163,6 @@ def verdict(row: dict[str, Any]) -> str:
 
 REAL_BUILD = Path(__file__).resolve().parent / "data" / "recipe_memory_real_build.json"
 CLASSES = ("rejected", "static", "activations", "open")
-# Korthikanti et al. 2022 (sec. 4.1): 34 sbh/t bytes per transformer layer with tensor and sequence
-# parallelism when attention scores are not stored (flash attention); 30 leaves out what GQA's
-# smaller K/V and dropout-free models do not keep, so the figure stays a lower bound for them.
-ACTIVATION_FLOOR_BYTES_PER_SBH = 30
 GIB = 2**30
 
 
@@ -177,14 +173,34 @@ def real_build() -> dict[str, dict[str, Any]]:
     return json.loads(REAL_BUILD.read_text())["recipes"] if REAL_BUILD.exists() else {}
 
 
+def layer_floor_bytes_per_token(arch: Any, tp: int, sp: bool) -> float:
+    """Bytes per token one dense pre-norm layer must keep for its backward (bf16, flash attention,
+    no dropout): each norm's input and output (the next GEMM's input), Q, K, V and the attention
+    output, the MLP's first GEMM output and the activation's output. The tensors Korthikanti et al.
+    2022 (sec. 4.1) count, less the attention scores and dropout masks; with GQA K and V have the
+    KV heads' width. Norm tensors are split over TP only with sequence parallelism."""
+    head = arch.kv_channels or arch.hidden_size // arch.num_attention_heads
+    q = arch.num_attention_heads * head
+    kv = (arch.num_query_groups or arch.num_attention_heads) * head
+    ffn = arch.ffn_hidden_size or 4 * arch.hidden_size
+    norms = 2 * 4 * arch.hidden_size
+    split = 2 * (2 * q + 2 * kv + ffn * (2 if arch.gated_linear_unit else 1) + ffn)
+    return (norms / tp if sp else norms) + split / tp
+
+
 def activation_floor_gib(arch: Any, layout: Any) -> float | None:
-    """A lower bound of one micro-batch's saved activations on the rank with most layers (dense
-    transformer, no recompute); None where it does not apply (MoE, hybrid, MLA, any recompute)."""
+    """A lower bound of the saved activations on the first pipeline rank (dense transformer, no
+    recompute); None where it does not apply (MoE, hybrid, MLA, any recompute): the per-layer
+    bytes above x its layers x the micro-batches in flight there. The first rank of a 1F1B
+    schedule holds min(PP, micro-batches per step) micro-batches when its first backward starts
+    (Narayanan et al. 2021; an interleaved schedule holds at least as many)."""
     if layout.recompute != "none" or arch.is_moe or arch.is_hybrid or arch.is_mla:
         return None
-    layers = -(-arch.num_layers // layout.pp)
+    first = layout.first_stage_layers or layout.split.first or arch.num_layers // layout.pp
     tokens = layout.seq_length // layout.cp * layout.mbs
-    return ACTIVATION_FLOOR_BYTES_PER_SBH * tokens * arch.hidden_size / layout.tp * layers / GIB
+    sp = bool(layout.sp) or layout.tp == 1
+    microbatches = max(1, layout.gbs // (layout.mbs * max(1, layout.dp)))
+    return layer_floor_bytes_per_token(arch, layout.tp, sp) * tokens * first * min(layout.pp, microbatches) / GIB
 
 
 def classify(row: dict[str, Any], built: dict[str, dict[str, Any]]) -> tuple[str, str]:
@@ -201,11 +217,12 @@ def classify(row: dict[str, Any], built: dict[str, dict[str, Any]]) -> tuple[str
                           f"+ fixed 3.0 = {static:.1f} > HBM {hbm:.0f}")
     # text data fills every sample to the sequence length (GPT datasets; packed SFT); image and
     # audio datasets pad a batch to its longest sample, so their floor is not a bound
-    text = (recipe.dataset or {}).get("modality") == "text"
+    # bf16 only: FP8/FP4 recipes save GEMM inputs in 8 bits, below this bf16 bound
+    text = (recipe.dataset or {}).get("modality") == "text" and (recipe.precision or "bf16") == "bf16"
     floor = activation_floor_gib(load_arch(recipe.model), layout) if text else None
     if floor is not None and static + floor > hbm:
-        return "activations", (f"static {static:.1f} + one micro-batch's activations >= {floor:.1f} "
-                               f"(30 sbh/t x {-(-load_arch(recipe.model).num_layers // layout.pp)} layers) "
+        return "activations", (f"static {static:.1f} + the first rank's saved activations >= {floor:.1f} "
+                               f"(Korthikanti's per-layer bound x its layers x min(PP, micro-batches)) "
                                f"= {static + floor:.1f} > HBM {hbm:.0f}")
     return "open", f"static {static:.1f}; the model's activations {mem.activations:.1f} + logits {mem.logits:.1f}"
 
@@ -303,8 +320,8 @@ def class_table(above: list[dict[str, Any]]) -> list[str]:
             f"| rejected | {counts['rejected']} | the real 0.6.2 build or validate() stops it as shipped |",
             (f"| static | {counts['static']} | weights + gradients + optimizer + 3 GiB fixed above the whole HBM: "
              "cannot fit by arithmetic |"),
-            (f"| activations | {counts['activations']} | static + a lower bound of one micro-batch's activations "
-             "above the whole HBM (dense, no recompute, text data) |"),
+            (f"| activations | {counts['activations']} | static + a lower bound of the first rank's activations "
+             "above the whole HBM (dense, bf16, no recompute, text data) |"),
             f"| open | {counts['open']} | no cause established: the model and NVIDIA disagree |", "",
             "Real 0.6.2 build of these recipes: " + ", ".join(f"{k} {n}" for k, n in sorted(real.items())) + "."]
 

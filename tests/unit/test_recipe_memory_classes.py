@@ -40,12 +40,10 @@ OPEN = {
     "glm_45v_peft_32gpu_h100_bf16_config",
     "glm_45v_sft_128gpu_h100_bf16_config",
     "gpt_oss_120b_sft_32gpu_h100_bf16_config",
-    "llama31_8b_sft_2gpu_h100_bf16_config",
     "llama32_3b_pretrain_1gpu_h100_bf16_config",
     "llama3_70b_pretrain_32gpu_h100_bf16_16k_config",
     "llama3_70b_pretrain_32gpu_h100_bf16_config",
     "llama3_70b_pretrain_32gpu_h100_bf16_deterministic_config",
-    "llama3_8b_sft_2gpu_h100_bf16_config",
     "minimax_m3_sft_128gpu_h100_bf16_config",
     "nemotron_3_nano_4b_sft_8gpu_h100_bf16_32k_config",
     "nemotron_3_nano_pretrain_8gpu_h100_bf16_config",
@@ -60,15 +58,10 @@ OPEN = {
     "nemotronh_56b_peft_4gpu_h100_bf16_config",
     "nemotronh_8b_pretrain_2gpu_h100_bf16_config",
     "nemotronh_8b_sft_2gpu_h100_bf16_config",
-    "qwen25_14b_pretrain_4gpu_h100_bf16_config",
-    "qwen25_72b_pretrain_32gpu_h100_bf16_config",
-    "qwen25_7b_pretrain_2gpu_h100_bf16_config",
     "qwen25_vl_32b_peft_1gpu_h100_bf16_config",
     "qwen25_vl_3b_sft_1gpu_h100_bf16_config",
     "qwen25_vl_72b_sft_32gpu_h100_bf16_config",
     "qwen25_vl_7b_sft_2gpu_h100_bf16_config",
-    "qwen2_72b_pretrain_32gpu_h100_bf16_config",
-    "qwen2_7b_pretrain_2gpu_h100_bf16_config",
     "qwen35_vl_27b_peft_2gpu_h100_bf16_config",
     "qwen35_vl_27b_sft_16gpu_h100_bf16_config",
     "qwen35_vl_35b_a3b_sft_16gpu_h100_bf16_config",
@@ -119,9 +112,22 @@ def test_llama3_8b_on_two_h100_by_hand():
     assert layout_minimum_gpus(row["layout"]) == 2
 
 
+def test_qwen2_72b_floor_by_hand():
+    # TP8 without sequence parallelism, PP4, MBS2, seq 4096, 80 layers: per token and layer the
+    # norms' 4 tensors whole (8h bytes) and Q, K, V, attention output, fc1 (gated) and activation
+    # outputs split over TP; 20 layers on the first rank, min(PP4, 16 micro-batches) in flight
+    row = next(r for r in ABOVE if r["recipe"].name == "qwen2_72b_pretrain_32gpu_h100_bf16_config")
+    h, q, kv, ffn = 8192, 8192, 8 * 128, 29568
+    per_token = 8 * h + 2 * (2 * q + 2 * kv + 3 * ffn) / 8
+    by_hand = per_token * 4096 * 2 * 20 * 4 / GIB
+    assert abs(recipe_memory.activation_floor_gib(load_arch("qwen2_72b"), row["layout"]) - by_hand) < 0.01
+    assert CLASSES[row["recipe"].name][0] == "activations"
+
+
 def test_the_activation_floor_only_for_dense_text_without_recompute():
     for name, (cls, _) in CLASSES.items():
         if cls == "activations":
             row = next(r for r in ABOVE if r["recipe"].name == name)
             assert row["layout"].recompute == "none" and row["recipe"].dataset["modality"] == "text"
+            assert row["recipe"].precision == "bf16"
             assert not load_arch(row["recipe"].model).is_moe
