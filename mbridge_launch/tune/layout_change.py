@@ -38,8 +38,10 @@ def layout_label(layout: Any) -> str:
     return text + (" SP" if layout.sp else "") + (" FSDP" if layout.fsdp else "")
 
 
-def layout_items(candidate: Any, old: Any, arch: Any, precision: str) -> list[tuple[str, str]]:
-    """(key, value) of every override the layout needs on top of a Plan whose parallelism is `old`."""
+def layout_items(candidate: Any, old: Any, arch: Any, precision: str, recipe: Any = None) -> list[tuple[str, str]]:
+    """(key, value) of every override the layout needs on top of a Plan whose parallelism is `old`;
+    with the Plan's `recipe`, the switches of its settings Megatron rejects beside the layout
+    (planner.recipe_settings.switched_off: the planner estimated the layout without them)."""
     from mbridge_launch.recommend.plan_file import layout_overrides
 
     layout = candidate.layout
@@ -54,18 +56,23 @@ def layout_items(candidate: Any, old: Any, arch: Any, precision: str) -> list[tu
         from mbridge_launch.plan.settings import CHECKPOINT_FORMAT
 
         items += [(SWITCH_KEYS["fsdp"][0], "false"), ("checkpoint.ckpt_format", CHECKPOINT_FORMAT[False])]
+    if recipe is not None:
+        from mbridge_launch.planner.recipe_settings import memory_settings, switched_off
+
+        items += [(key, override_text(value)) for key, value in
+                  switched_off(memory_settings(getattr(recipe, "features", None), precision), layout)]
     return [(k, v) for k, v in items]
 
 
 def apply_layout(plan: Plan, candidate: Any, arch: Any, precision: str, *,
-                 reason: Optional[Msg] = None) -> Plan:
+                 reason: Optional[Msg] = None, recipe: Any = None) -> Plan:
     """The Plan running `candidate`'s layout (module docstring); UserError when a changed setting
     is not an execution setting."""
     old = plan.parallelism
     new = parallelism_of(candidate.layout)
     if not new.fsdp:  # the mapping writes no distributed-optimizer switch: the Plan's stays what runs
         new = new.model_copy(update={"distributed_optimizer": old.distributed_optimizer})
-    items = layout_items(candidate, old, arch, precision)
+    items = layout_items(candidate, old, arch, precision, recipe)
     current = {o.key.lstrip("+"): o for o in plan.overrides}
     by_field = {key: name for name, key in LAYOUT_KEYS.items()}
     reason = reason or msg("change.reason.tune_trial_layout")

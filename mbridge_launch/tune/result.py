@@ -48,7 +48,7 @@ def tuned_plan(plan: Plan, winner: Outcome, record: TuneRecord) -> Plan:
         req = plan_request(plan)
         reason = msg("change.reason.tune_layout", step=round(winner.step_time_s or 0.0, 4),
                      trials=len(record.trials), winner=winner.trial.plan.name)
-        plan = apply_layout(plan, item.candidate, req.arch, req.precision, reason=reason)
+        plan = apply_layout(plan, item.candidate, req.arch, req.precision, reason=reason, recipe=req.recipe)
         plan = plan.model_copy(update={"estimates": _estimates(plan.estimates, item.candidate)})
     data = plan.model_dump(mode="python", by_alias=True)
     data["tune"] = record.model_dump(mode="python")

@@ -45,6 +45,9 @@ class Request:
     precision: str
     goal: str
     model: str
+    # the Plan's catalog recipe (None: not in the catalog): the planner estimates every layout with
+    # its settings, as preflight reads them back (planner.entry.PlanRequest.recipe)
+    recipe: Any = None
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,9 @@ def plan_request(plan: Plan) -> Request:
         raise UserError("tune.unknown_model", model=plan.recipe.model, gpu_type=plan.cluster.gpu_type,
                         reason=arch.reason if not arch.ok else hw.reason)
     p = plan.parallelism
+    recipe = ctx.recipe()
     return Request(arch.value, hw.value, plan.cluster.total_gpus, p.gbs, p.seq_length, plan_precision(ctx), plan.mode,
-                   plan.recipe.model)
+                   plan.recipe.model, recipe.value if recipe.ok else None)
 
 
 def same_layout(a: Any, b: Any) -> bool:
@@ -112,19 +116,21 @@ def _planner_request(req: Request, top: int | None = None) -> Any:
     from mbridge_launch.planner.entry import PlanRequest
 
     return PlanRequest(req.model, req.arch, req.hardware, req.gpus, req.gbs, req.seq_length, req.precision, req.goal,
-                       top=top)
+                       top=top, recipe=req.recipe)
 
 
 def _own_layout(plan: Plan, candidates: list[Any], req: Request, calibration: Any) -> Layout:
     """The Plan's own layout: its place in the planner's list, else the planner's estimate of
     it with no rank (the search keeps the best variant of each grid, not every one)."""
-    from mbridge_launch.plan.layout import layout_of
     from mbridge_launch.planner.entry import estimate_request
+    from mbridge_launch.preflight.context import PreflightContext
+    from mbridge_launch.preflight.plan_checks import plan_layout
 
     for rank, c in enumerate(candidates, 1):
         if same_layout(c.layout, plan.parallelism):
             return Layout(c, rank, True, layout_label(c.layout))
-    estimate = estimate_request(_planner_request(req), layout_of(plan), calibration).candidate
+    # the layout as preflight reads it from the Plan (its recipe's settings under its overrides)
+    estimate = estimate_request(_planner_request(req), plan_layout(PreflightContext(plan)), calibration).candidate
     return Layout(estimate, None, True, layout_label(plan.parallelism))
 
 
@@ -158,7 +164,7 @@ def trial_plan(plan: Plan, layout: Layout, req: Request, directory: Path, *, nam
     data.pop("tune", None)  # a tune record belongs to the Plan it measured, not to a trial
     derived = Plan.model_validate(data)
     if layout.candidate is not None and not layout.own:
-        derived = apply_layout(derived, layout.candidate, req.arch, req.precision)
+        derived = apply_layout(derived, layout.candidate, req.arch, req.precision, recipe=req.recipe)
     dropped = ("train.train_iters", "checkpoint.save_interval", "checkpoint.save", "checkpoint.load")
     kept = [o for o in derived.overrides if o.key.lstrip("+") not in dropped]
     kept.append(Override.model_validate({

@@ -41,11 +41,13 @@ def plan(plan_path):
 def _expected_near_ties(plan):
     from mbridge_launch.planner.domain import assess
     from mbridge_launch.planner.near_tie import near_tie_set
-    from mbridge_launch.planner.search import search
+    from mbridge_launch.planner.search import Options, search
 
     req = T.plan_request(plan)
+    # with the Plan's recipe settings, as the planner's entry point estimates every layout
+    settings = tuple(T._planner_request(req).settings.items())
     found = search(req.arch, req.hardware, req.gpus, gbs=req.gbs, seq_length=req.seq_length, precision=req.precision,
-                   goal=req.goal, top=20)
+                   goal=req.goal, top=20, options=Options(settings=settings))
     band = assess(req.model, req.arch, req.hardware.name, req.precision, req.goal, req.seq_length, req.gpus).band
     return near_tie_set(found.candidates, band.median)
 
