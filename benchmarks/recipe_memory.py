@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:
 from mbridge_launch.knowledge.catalog import load_catalog  # noqa: E402
 from mbridge_launch.knowledge.hardware import get_hardware  # noqa: E402
 from mbridge_launch.knowledge.models import load_arch  # noqa: E402
+from mbridge_launch.plan.run_vocab import with_run_vocab  # noqa: E402
 from mbridge_launch.plan.shipped import with_recipe_settings  # noqa: E402
 from mbridge_launch.planner.memory import GRAD_BYTES, HEADROOM, estimate_memory  # noqa: E402
 from mbridge_launch.planner.recipe_settings import applied, memory_settings  # noqa: E402
@@ -144,6 +145,7 @@ def estimate(recipe: Any) -> dict[str, Any] | None:
     arch = load_arch(recipe.model) if recipe.model else None
     if arch is None or getattr(arch, "missing", ()):
         return None
+    arch = with_run_vocab(arch, recipe)  # the tokenizer's vocabulary where the run takes it
     hw = get_hardware(recipe.hardware or "h100")
     layout = recipe_layout(recipe)
     mem = estimate_memory(arch, layout, hw.hbm_gb, precision=recipe.precision or "bf16", goal=recipe.mode or "pretrain",
@@ -219,7 +221,7 @@ def classify(row: dict[str, Any], built: dict[str, dict[str, Any]]) -> tuple[str
     # audio datasets pad a batch to its longest sample, so their floor is not a bound
     # bf16 only: FP8/FP4 recipes save GEMM inputs in 8 bits, below this bf16 bound
     text = (recipe.dataset or {}).get("modality") == "text" and (recipe.precision or "bf16") == "bf16"
-    floor = activation_floor_gib(load_arch(recipe.model), layout) if text else None
+    floor = activation_floor_gib(with_run_vocab(load_arch(recipe.model), recipe), layout) if text else None
     if floor is not None and static + floor > hbm:
         return "activations", (f"static {static:.1f} + the first rank's saved activations >= {floor:.1f} "
                                f"(Korthikanti's per-layer bound x its layers x min(PP, micro-batches)) "

@@ -76,6 +76,13 @@ FEATURE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("mtp_num_layers", "model", "mtp_num_layers"),
     ("freeze_language_model", "model", "freeze_language_model"),
     ("freeze_vision_model", "model", "freeze_vision_model"),
+    # the vocabulary a run builds its embedding and output layer with: Bridge takes the
+    # tokenizer's when use_tokenizer_vocab_size is set or the model has none (training/setup.py
+    # _validate_and_set_vocab_size); 0.6.2's pretraining recipes set NullTokenizer(32000) so
+    # (plan/shipped.py run_vocab_size)
+    ("tokenizer_type", "tokenizer", "tokenizer_type"),
+    ("tokenizer_vocab_size", "tokenizer", "vocab_size"),
+    ("use_tokenizer_vocab_size", "tokenizer", "use_tokenizer_vocab_size"),
 )
 COMM_OVERLAP_FIELDS = ("tp_comm_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute")
 PRECISION_FIELDS = ("fp8", "fp8_recipe", "fp8_param_gather", "fp4", "fp4_recipe")
