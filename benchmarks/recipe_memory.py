@@ -56,6 +56,36 @@ UNMODELLED: tuple[str, ...] = ()
 
 
 FINDINGS = [
+    ("**Classes (issue 34, item 2; part 11).** Before: 89 of 276 recipes above usable HBM, none with a "
+     "stated cause. Now: 85 above (the vocabulary fix below), each in one class of the table above: "
+     "rejected 14 (the real 0.6.2 build stops it: DeepSeek-V4-Flash's `mhc` recompute module x5, model vs "
+     "dataset sequence length x3 (Nemotron Nano v2 9B/12B, Kimi K2: model 131072, dataset 8192/4096), eval "
+     "batch not divisible x3 (Qwen3.5-VL), in-batch packing with MBS1 (Ministral 3 8B SFT), Megatron-FSDP "
+     "without the fsdp_dtensor checkpoint format (Qwen3.5-VL 35B 2-GPU), PEFT not implemented (Qwen3-Next)); "
+     "static 20 (weights + gradients + optimizer + 3 GiB above the whole HBM; recommend's card now says "
+     "'cannot fit by arithmetic', `pitfall.memory_static_over_shipped`); activations 8 (bf16 dense text "
+     "recipes without recompute whose first pipeline rank's saved tensors, counted from the model's widths, "
+     "push past the whole HBM: Llama 3.1 70B/405B at 128k, Qwen2/2.5 72B at TP8 without sequence "
+     "parallelism, Qwen2.5 14B); open 43, listed by name in tests/unit/test_recipe_memory_classes.py. "
+     "Real 0.6.2 build of the 89 (data/recipe_memory_real_build.json): 58 validate as shipped, 11 more "
+     "with the user's inputs (PEFT checkpoint), 14 rejected, 5 not built offline (no config.json in the "
+     "tier's HF cache: DeepSeek-V4-Pro, Gemma 4 E4B, Nemotron Omni), 1 needs data files."),
+    ("- **The run's vocabulary (fixed at the catalog).** `_pretrain_common` sets "
+     "`tokenizer.use_tokenizer_vocab_size=True` and 48 library pretraining recipes a NullTokenizer of 32000 "
+     "entries (gpt3_175b one of 50304), so Bridge sizes embedding and output layer from the tokenizer (training/setup.py "
+     "`_validate_and_set_vocab_size`), not from the model's 128256-262144 (checked by building llama3_8b, "
+     "gemma3_1b, qwen25_7b, glm45_air and nemotronh_8b with the real code). The catalog now records "
+     "tokenizer_type / tokenizer_vocab_size / use_tokenizer_vocab_size; plan/run_vocab.py applies it to the "
+     "shipped-recipe estimate. gemma3_1b (262144 -> 32000: logits 16 -> 2 GiB), gemma4_e4b, llama32_3b and "
+     "llama3_70b 16k pretraining now fit; llama3_8b on 2 H100 stays above by arithmetic (83.9 GiB static)."),
+    ("- **Open, candidates not verified:** VLM datasets pad a batch to its longest sample (the model "
+     "charges every sample the full sequence: 21 of the open are VLM/omni); Nemotron-H/Nano v2 providers "
+     "have no vocab_size, so their SFT runs take the NullTokenizer's 32000 too (not applied: the catalog "
+     "does not record the provider's vocab); Mamba/MoE activation terms; nemotron_omni's weights are "
+     "counted at 55.7 GiB per TP4 rank where 31.6B parameters give 14.7 (class static holds either way: "
+     "31.6B x 18 bytes / 4 GPUs = 132 GiB); the 3 GiB fixed allowance decides 'static' for "
+     "exaone_moe_236b (82.3 GiB) and step37 (82.7 GiB)."),
+    "",
     ("Why the model and NVIDIA disagree, and what was changed (memory model of `mbridge_launch/planner/memory.py`, "
     "recipe settings of `mbridge_launch/plan/shipped.py`):"),
     "",
