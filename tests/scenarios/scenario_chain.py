@@ -216,7 +216,9 @@ def estimate_args(plan: dict) -> list[str]:
             "--gpu-type", c["gpu_type"], "--tp", str(p["tp"]), "--pp", str(p["pp"]), "--cp", str(p["cp"]),
             "--ep", str(p["ep"]), "--mbs", str(p["mbs"]), "--gbs", str(p["gbs"]),
             "--seq-length", str(p["seq_length"]), "--goal", plan["mode"], "--recompute", p["recompute"],
-            "--precision", recipe_precision(plan["recipe"]["name"])]
+            "--precision", recipe_precision(plan["recipe"]["name"]),
+            # the Plan's recipe: its memory settings, as the planner estimated the Plan's layout with them
+            "--recipe", plan["recipe"]["name"]]
     if p.get("vp"):
         args += ["--vp", str(p["vp"])]
     if p.get("etp"):
