@@ -105,18 +105,20 @@ def plan_is_shipped(plan: Any, recipe: Any) -> bool:
 
 
 def smallest_fitting_change(layout: Any, arch: Any, hardware: Any, *, precision: str, goal: str,
-                            grad_bytes: float = 4.0) -> Msg:
+                            grad_bytes: float = 4.0, recipe: Any = None) -> Msg:
     """The smallest change that fits by the memory model, as a message: a heavier recompute at
     the same GPU count, else the smallest count (2x, 4x, 8x, whole nodes) at which the planner
-    finds a layout for the same global batch, else none up to 8x."""
+    finds a layout for the same global batch, else none up to 8x. `recipe`: the one the run keeps
+    (its settings in the planner's estimates, less those Megatron rejects beside a heavier recompute)."""
     from mbridge_launch.planner.entry import PlanRequest, plan_request
     from mbridge_launch.planner.memory import estimate_memory
+    from mbridge_launch.planner.recipe_settings import run_layout
     from mbridge_launch.planner.rules import evolve
 
     order = ("none", "selective", "full")
     heavier = order[order.index(layout.recompute) + 1:] if layout.recompute in order else ()
     for level in heavier:
-        trial = evolve(layout, recompute=level, recompute_layers=None)
+        trial = run_layout(evolve(layout, recompute=level, recompute_layers=None), {})
         if estimate_memory(arch, trial, hardware.hbm_gb, precision=precision, goal=goal, grad_bytes=grad_bytes).fits:
             return msg("shipped.change.recompute", level=level)
     world = layout.world or layout.tp * layout.pp * layout.cp
@@ -127,7 +129,7 @@ def smallest_fitting_change(layout: Any, arch: Any, hardware: Any, *, precision:
             continue
         # the planner's first at that count (planner.entry), as recommend would choose there
         request = PlanRequest(arch.name, arch, hardware, gpus, layout.gbs, layout.seq_length, precision, goal,
-                              grad_bytes=grad_bytes, top=1)
+                              grad_bytes=grad_bytes, top=1, recipe=recipe)
         found = plan_request(request, nvidia=False).best if not arch.missing else None
         if found is not None:
             L = found.layout

@@ -212,7 +212,9 @@ def _fitting_change(ctx: PreflightContext) -> Any:
     arch, hw = ctx.arch(), ctx.hardware()
     if not arch.ok or not hw.ok:
         return msg("shipped.change.unknown")
-    return smallest_fitting_change(plan_layout(ctx), arch.value, hw.value, precision=plan_precision(ctx), goal=ctx.plan.mode)
+    recipe = ctx.recipe()
+    return smallest_fitting_change(plan_layout(ctx), arch.value, hw.value, precision=plan_precision(ctx), goal=ctx.plan.mode,
+                                   recipe=recipe.value if recipe.ok else None)
 
 
 HEADROOM_FALLBACK = 0.10  # used only when the planner's memory model has no HEADROOM of its own

@@ -315,7 +315,7 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
                                                               rule=broken[0].as_msg()))]
     estimate = _estimate(layout, arch, hardware, precision, goal, recipe)
     if estimate is not None and not estimate.fits:
-        change = shipped.smallest_fitting_change(layout, arch, hardware, precision=precision, goal=goal)
+        change = shipped.smallest_fitting_change(layout, arch, hardware, precision=precision, goal=goal, recipe=recipe)
         if static_floor.cannot_fit_by_arithmetic(estimate.memory, hardware.hbm_gb):
             # weights + gradients + optimizer alone are above HBM: not a doubt about the estimate
             warnings.append(("MEMORY_SHIPPED", msg(
