@@ -44,7 +44,7 @@ from mbridge_launch.knowledge.vocabulary import recipe_task
 from mbridge_launch.planner.dsa import indexer_params, runs_indexer, uses_dsa
 from mbridge_launch.planner.dsa import saved_bytes_per_token as dsa_saved_bytes
 from mbridge_launch.planner.dsa import transient_bytes as dsa_transient_bytes
-from mbridge_launch.planner.pipeline_split import EVEN, mtp_layers, split_of
+from mbridge_launch.planner.pipeline_split import EVEN, LAYOUT, mtp_layers, split_of
 from mbridge_launch.planner.recompute import Dropped, dropped, effective_modules
 from mbridge_launch.planner.rules import Layout, evolve, recompute_share
 
@@ -267,18 +267,35 @@ def estimate_memory(
 
 
 def _heavier_middle_ranks(arch: ModelArch, layout: Layout) -> tuple[int, ...]:
-    """The middle pipeline ranks that hold more decoder layers than either end counts with what it
-    carries instead, the embedding and the loss one layer each (as Megatron's account_for_embedding/
-    loss_in_pipeline_split count them) and each MTP layer. A declared split can load the middle
-    more: GLM-5.2's recipe layout gives ranks 3-11 two four-layer chunks each, its first rank five
-    layers and the embedding, its last four, the MTP layer and the loss. (Which of them peaks
-    depends on dense vs MoE layers and micro-batches in flight: each is estimated.)"""
+    """The middle pipeline ranks to estimate besides the ends. With a layout string (split kind
+    "layout": a recipe's pipeline_model_parallel_layout or the planner's own) every middle rank of
+    distinct content, the earliest of equals (it has the most micro-batches in flight): chunks can
+    put anything anywhere (GLM-5.2's recipe gives ranks 3-11 eight MoE layers, its ends five and four;
+    DeepSeek-V3's "Et*4|t*4|...|tmL" gives the first rank three dense layers of its four; "Et|tt|...|mL"
+    two MoE layers per middle rank against one at the end). With first/last or accounted splits, the
+    middle ranks holding more decoder layers, or more MoE layers, than either end counts with what it
+    carries instead: the embedding and the loss one layer each (as Megatron's account_for_embedding/
+    loss_in_pipeline_split count them) and each MTP layer."""
     split = split_of(layout)
     if layout.pp <= 2 or split is None or split.kind == EVEN:
         return ()
-    ends = max(len(_stage_layers(arch, layout, True)) + 1,
-               len(_stage_layers(arch, layout, False)) + 1 + _mtp_depth(arch, layout))
-    return tuple(rank for rank in range(1, layout.pp - 1) if len(_stage_layers(arch, layout, True, rank)) > ends)
+    kinds = arch.layer_kinds()
+    contents = {rank: tuple(sorted(kinds[i] for i in _stage_layers(arch, layout, True, rank)))
+                for rank in range(layout.pp)}
+    if split.kind == LAYOUT:
+        seen: set[tuple[str, ...]] = set()
+        distinct = []
+        for rank in range(1, layout.pp - 1):
+            if contents[rank] and contents[rank] not in seen:
+                seen.add(contents[rank])
+                distinct.append(rank)
+        return tuple(distinct)
+    mtp = _mtp_depth(arch, layout)
+    first, last = contents[0], contents[layout.pp - 1]
+    most = max(len(first) + 1, len(last) + 1 + mtp)
+    most_moe = max(first.count("E") + 1, last.count("E") + 1 + (mtp if arch.is_moe else 0))
+    return tuple(rank for rank in range(1, layout.pp - 1)
+                 if len(contents[rank]) > most or contents[rank].count("E") > most_moe)
 
 
 @lru_cache(maxsize=64)

@@ -135,3 +135,21 @@ def test_a_middle_rank_holding_more_layers_than_the_ends_is_estimated():
     assert memory.total == pytest.approx(max(middles))
     # NVIDIA ships it on 80 GB H100s: still within usable HBM
     assert memory.fits
+
+
+def test_middle_ranks_of_a_layout_string_are_estimated_whatever_they_hold():
+    """DeepSeek-V3's "Et*4|t*4|...|tmL": the first rank's four layers are three dense and one MoE,
+    the middle ranks' four all MoE. With EP 4 on 64 H100 a middle rank holds ~11B expert parameters
+    (weights, fp32 gradients and unsharded Adam state far above 80 GB) although its layer count is
+    no higher than an end's: the estimate is that rank's, not the ends'."""
+    arch = load_arch("deepseek_v3")
+    split = dataclasses.replace(recipe_layout(next(
+        r for r in load_catalog().recipes if r.name == "glm52_pretrain_416gpu_h100_bf16_config")).split,
+        stages=tuple(["Etttt"] + ["tttt"] * 14 + ["tmL"]))
+    layout = Layout(tp=4, pp=16, ep=4, mbs=2, gbs=4096, seq_length=4096, world=64, sp=True,
+                    recompute="selective", split=split)
+    model = _model(arch, "bf16", "pretrain")
+    ends = max(model.stage(layout, True, 80.0).total, model.stage(layout, False, 80.0).total)
+    memory = estimate_memory(arch, layout, 80.0)
+    assert memory.stage == "middle" and memory.total > ends and not memory.fits
+    assert memory.total == pytest.approx(model.stage(layout, True, 80.0, rank=1).total)
