@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,6 @@ if str(ROOT) not in sys.path:
 from mbridge_launch.knowledge.catalog import load_catalog  # noqa: E402
 from mbridge_launch.knowledge.hardware import get_hardware  # noqa: E402
 from mbridge_launch.knowledge.models import load_arch  # noqa: E402
-from mbridge_launch.plan.run_vocab import with_run_vocab  # noqa: E402
 from mbridge_launch.plan.shipped import with_recipe_settings  # noqa: E402
 from mbridge_launch.planner.memory import GRAD_BYTES, HEADROOM, estimate_memory  # noqa: E402
 from mbridge_launch.planner.recipe_settings import applied, memory_settings  # noqa: E402
@@ -75,8 +75,10 @@ FINDINGS = [
      "entries (gpt3_175b one of 50304), so Bridge sizes embedding and output layer from the tokenizer (training/setup.py "
      "`_validate_and_set_vocab_size`), not from the model's 128256-262144 (checked by building llama3_8b, "
      "gemma3_1b, qwen25_7b, glm45_air and nemotronh_8b with the real code). The catalog now records "
-     "tokenizer_type / tokenizer_vocab_size / use_tokenizer_vocab_size; plan/run_vocab.py applies it to the "
-     "shipped-recipe estimate. gemma3_1b (262144 -> 32000: logits 16 -> 2 GiB), gemma4_e4b, llama32_3b and "
+     "tokenizer_type / tokenizer_vocab_size / use_tokenizer_vocab_size; this benchmark estimates the recipes as "
+     "shipped with it (recipe_memory.with_run_vocab). Not in the wheel: a run with a real tokenizer has the "
+     "model's vocabulary and plan/recommend/preflight/estimate keep one figure, so recommend's card still "
+     "counts the model's (llama3_8b on 2 H100: 92.7 GiB static there, 83.9 here). gemma3_1b (262144 -> 32000: logits 16 -> 2 GiB), gemma4_e4b, llama32_3b and "
      "llama3_70b 16k pretraining now fit; llama3_8b on 2 H100 stays above by arithmetic (83.9 GiB static)."),
     ("- **Open, candidates not verified:** VLM datasets pad a batch to its longest sample (the model "
      "charges every sample the full sequence: 21 of the open are VLM/omni); Nemotron-H/Nano v2 providers "
@@ -194,6 +196,33 @@ def verdict(row: dict[str, Any]) -> str:
 
 
 REAL_BUILD = Path(__file__).resolve().parent / "data" / "recipe_memory_real_build.json"
+
+
+# The vocabulary a recipe's run builds, where it is not the model's. Megatron Bridge 0.6.2 sizes the
+# embedding and output layer from the tokenizer when the tokenizer config sets
+# use_tokenizer_vocab_size (training/setup.py _validate_and_set_vocab_size; padded to
+# make_vocab_size_divisible_by x TP as any vocabulary). Its pretraining recipes set it
+# (recipes/common.py _pretrain_common) and then a NullTokenizer of DEFAULT_NULL_TOKENIZER_VOCAB_SIZE =
+# 32000 for mock data: llama3_8b's pretraining run as shipped has 32000 rows, not 128256. The catalog
+# records the three tokenizer fields (catalog_sync/extract.py FEATURE_FIELDS). Applied here, to the
+# recipes as shipped, not in the wheel: a user's run with a real tokenizer has the model's vocabulary,
+# and plan, recommend, preflight and estimate must keep one figure (tests/unit/test_plan_recipe_agreement.py).
+def run_vocab_size(recipe: Any) -> int | None:
+    """The tokenizer's vocabulary when the recipe's run takes it instead of the model's, else None."""
+    features = getattr(recipe, "features", None) or {}
+    size = features.get("tokenizer_vocab_size")
+    if features.get("use_tokenizer_vocab_size") is True and isinstance(size, int) and size > 0:
+        return size
+    return None
+
+
+def with_run_vocab(arch: Any, recipe: Any) -> Any:
+    """The architecture with the vocabulary the recipe's run builds (unchanged where it is the model's)."""
+    size = run_vocab_size(recipe)
+    if arch is None or size is None or getattr(arch, "vocab_size", None) == size:
+        return arch
+    return replace(arch, vocab_size=size)
+
 CLASSES = ("rejected", "static", "activations", "open")
 GIB = 2**30
 

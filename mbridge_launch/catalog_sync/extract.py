@@ -79,7 +79,7 @@ FEATURE_FIELDS: tuple[tuple[str, str, str], ...] = (
     # the vocabulary a run builds its embedding and output layer with: Bridge takes the
     # tokenizer's when use_tokenizer_vocab_size is set or the model has none (training/setup.py
     # _validate_and_set_vocab_size); 0.6.2's pretraining recipes set NullTokenizer(32000) so
-    # (plan/shipped.py run_vocab_size)
+    # (benchmarks/recipe_memory.py with_run_vocab)
     ("tokenizer_type", "tokenizer", "tokenizer_type"),
     ("tokenizer_vocab_size", "tokenizer", "vocab_size"),
     ("use_tokenizer_vocab_size", "tokenizer", "use_tokenizer_vocab_size"),

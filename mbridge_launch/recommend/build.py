@@ -8,7 +8,7 @@ from typing import Any
 from mbridge_launch.base.errors import NoLayoutError, UserError
 from mbridge_launch.base.i18n import Msg, msg, t
 from mbridge_launch.knowledge.vocabulary import LAYOUT_KEYS
-from mbridge_launch.plan import run_vocab, settings, shipped, static_floor
+from mbridge_launch.plan import settings, shipped, static_floor
 from mbridge_launch.plan.overrides import is_true
 from mbridge_launch.plan.scale_sanity import weak_scaled_layout
 from mbridge_launch.planner.layout_words import layout_msg
@@ -294,7 +294,6 @@ def _shipped(recipe: Any, arch: Any, hardware: Any, precision: str, goal: str,
 
     world = recipe.gpus
     _nodes_for(world, hardware.gpus_per_node, hardware.name)
-    arch = run_vocab.with_run_vocab(arch, recipe)  # the tokenizer's vocabulary where the run takes it
     # the GPUs per node as preflight reads them from the Plan (the MoE dispatcher's buffers count them)
     layout = shipped.with_recipe_settings(replace(_recipe_layout(recipe, world, overrides),
                                                   gpus_per_node=hardware.gpus_per_node), recipe)

@@ -15,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import recipe_memory  # noqa: E402
 from mbridge_launch.knowledge.models import load_arch  # noqa: E402
-from mbridge_launch.plan.run_vocab import run_vocab_size
 from mbridge_launch.plan.static_floor import layout_minimum_gpus, static_gib  # noqa: E402
 
 GIB = 2**30
@@ -107,7 +106,7 @@ def test_llama3_8b_on_two_h100_by_hand():
     row = next(r for r in ABOVE if r["recipe"].name == "llama3_8b_pretrain_2gpu_h100_bf16_config")
     # the run builds a 32000-entry vocabulary (NullTokenizer, use_tokenizer_vocab_size), not 128256:
     # 2 x 4096 x 96256 fewer embedding and output parameters
-    assert run_vocab_size(row["recipe"]) == 32000
+    assert recipe_memory.run_vocab_size(row["recipe"]) == 32000
     params = load_arch("llama3_8b").total_params - 2 * 4096 * (128256 - 32000)
     by_hand = (params * (2 + 4) + params * 12 / 2) / GIB + 3.0
     assert abs(static_gib(row["mem"]) - by_hand) / by_hand < 0.01

@@ -36,10 +36,9 @@ def test_shipped_recipe_at_own_count_is_kept_as_shipped():
     assert not [c for c in rec.changes if c.source == "resize"]
     warning = _warnings(rec)["MEMORY_SHIPPED"]
     # issue 34: weights + fp32 gradients + optimizer alone are above HBM, so the card says the
-    # layout cannot fit by arithmetic (7.24B parameters with the run's 32000-entry NullTokenizer
-    # vocabulary: 7.24B x (2 + 4) + 7.24B x 12 / CP2 = 80.9 GiB + 3 fixed), with the figures, the
-    # layout's own minimum count and the smallest change that fits
-    for text in ("cannot fit by arithmetic", "weights 13.5 + gradients 27.0 + optimizer 40.5 + fixed allowance 3.0 = 83.9",
+    # layout cannot fit by arithmetic (8.0B x (2 + 4) + 8.0B x 12 / CP2 = 89.7 GiB + 3 fixed), with
+    # the figures, the layout's own minimum count and the smallest change that fits
+    for text in ("cannot fit by arithmetic", "weights 15.0 + gradients 29.9 + optimizer 44.9 + fixed allowance 3.0 = 92.7",
                  "above the whole 80 GB of HBM (usable 76.0 GB)", "needs at least 2", "--gpus 4"):
         assert text in warning, warning
     assert "MEMORY_OVER" not in _warnings(rec)
