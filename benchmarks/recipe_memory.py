@@ -81,7 +81,7 @@ FINDINGS = [
      "counts the model's (llama3_8b on 2 H100: 92.7 GiB static there, 83.9 here). gemma3_1b (262144 -> 32000: logits 16 -> 2 GiB), gemma4_e4b, llama32_3b and "
      "llama3_70b 16k pretraining now fit; llama3_8b on 2 H100 stays above by arithmetic (83.9 GiB static)."),
     ("- **Open, candidates not verified:** VLM datasets pad a batch to its longest sample (the model "
-     "charges every sample the full sequence: 21 of the open are VLM/omni); Nemotron-H/Nano v2 providers "
+     "charges every sample the full sequence: 19 of the 43 open are VLM or omni); Nemotron-H/Nano v2 providers "
      "have no vocab_size, so their SFT runs take the NullTokenizer's 32000 too (not applied: the catalog "
      "does not record the provider's vocab); Mamba/MoE activation terms; nemotron_omni's weights are "
      "counted at 55.7 GiB per TP4 rank where 31.6B parameters give 14.7 (class static holds either way: "
