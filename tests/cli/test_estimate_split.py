@@ -63,10 +63,11 @@ def test_plan_top_layout_carries_its_split_and_passes_preflight_rules(capsys, tm
     written = {o.key: o.value for o in plan.overrides}
     for key, value in top.get("split_overrides", {}).items():
         assert written[key] == value
-    # the estimate of plan is the estimate of that layout
+    # the estimate of plan is the estimate of that layout with the Plan's recipe (its memory settings)
     p = plan.parallelism
     est = ["--model", "DeepSeek-V3", "--gpus", "1024", "--gpu-type", "gb200", "--tp", str(p.tp), "--pp", str(p.pp),
-           "--ep", str(p.ep), "--mbs", str(p.mbs), "--gbs", str(p.gbs), "--recompute", p.recompute]
+           "--ep", str(p.ep), "--mbs", str(p.mbs), "--gbs", str(p.gbs), "--recompute", p.recompute,
+           "--recipe", plan.recipe.name]
     if p.vp:
         est += ["--vp", str(p.vp)]
     code, data = _estimate(capsys, *est)
