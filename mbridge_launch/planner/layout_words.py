@@ -27,4 +27,4 @@ def layout_msg(layout: Any) -> Msg:
     language it is shown in, so the Plan and its hash are the same in every language."""
     vp: object = f"VP={_size(layout.vp_size)}" if _size(layout.vp_size) > 1 else msg("card.vp_off")
     return msg("layout.one_line", tp=layout.tp, pp=layout.pp, vp=vp, cp=layout.cp, ep=layout.ep,
-               etp=layout.etp_size, mbs=layout.mbs, fsdp=" FSDP" if layout.fsdp else "")
+               etp=layout.etp_shown, mbs=layout.mbs, fsdp=" FSDP" if layout.fsdp else "")

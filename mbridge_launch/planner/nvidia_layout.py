@@ -72,7 +72,7 @@ def recipe_layout(recipe: Any, arch: Any = None, *, gbs: Optional[int] = None, s
     cp = recipe.cp or 1
     layout = Layout(
         tp=recipe.tp or 1, pp=recipe.pp or 1, vp=recipe.vp if (recipe.vp or 1) > 1 else None, cp=cp,
-        ep=recipe.ep or 1, etp=recipe.etp if (recipe.etp or 1) > 1 else None,
+        ep=recipe.ep or 1, etp=recipe.etp,  # None: Bridge's default (Layout.etp_size)
         sp=bool(recipe.sp) if recipe.sp is not None else (recipe.tp or 1) > 1,
         mbs=recipe.mbs or 1, gbs=gbs or recipe.gbs or 1,
         seq_length=seq_length or recipe.seq_length or recipe.dataset_seq_length or 4096,

@@ -104,6 +104,17 @@ class Layout(LayoutFields):
 
     @property
     def etp_size(self) -> int:
+        """Expert TP as the run has it. Unset (None) is Megatron Bridge 0.6.2's default
+        (models/transformer_config.py _set_moe_expert_tensor_parallel_default): 1 with EP > 1,
+        else Megatron Core's, the tensor-parallel size (model_parallel_config.py). Only expert
+        layers read it: a dense model's TP4 layout has no experts to split."""
+        if self.etp is not None:
+            return self.etp
+        return 1 if self.ep > 1 else self.tp
+
+    @property
+    def etp_shown(self) -> int:
+        """ETP as texts print it: the set value, else 1 (a dense layout never says "ETP=4")."""
         return self.etp or 1
 
     @property

@@ -215,6 +215,7 @@ def _grids(arch: ModelArch, hw: Hardware, gpus: int, seq: int, opts: Options) ->
     for tp in tps:
         # expert TP = 1: Megatron's guidance for MoE (experts are split by EP; splitting their small
         # GEMMs by TP as well costs more than it saves). The caller may still estimate ETP > 1.
+        # With EP = 1 the layout leaves ETP unset and is estimated as the run has it: ETP = TP.
         etps = (1,)
         for pp in pps:
             for cp in cps:
@@ -343,7 +344,7 @@ def search(
         floor = ranked_count(grid_pitfalls(grid, arch, hw)) if top and len(leaders) >= top else 0
         if top and len(leaders) >= top and (-floor, math.log(bound)) < leaders[0]:
             skipped += 1
-            first_skipped = first_skipped or _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp)
+            first_skipped = first_skipped or _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_shown, grid.fsdp)
             continue
         found = _best_inner(arch, hw, model, grid, precision, goal, options, result)
         if found is not None:
@@ -498,7 +499,7 @@ def grid_variants(arch: ModelArch, hw: Hardware, grid: Layout, precision: str, g
                     break
         if not fitted_any:
             if result is not None:
-                _reject(result, "RULE_MEMORY", _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_size, grid.fsdp) + f" MBS={mbs}",
+                _reject(result, "RULE_MEMORY", _grid_label(grid.tp, grid.pp, grid.cp, grid.ep, grid.etp_shown, grid.fsdp) + f" MBS={mbs}",
                         _rule("RULE_MEMORY", "planner.rule.memory", "recompute"))
             break  # a larger micro-batch needs even more memory
 

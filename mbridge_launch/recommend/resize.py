@@ -71,7 +71,7 @@ def layout_key(L: Any) -> tuple:
 
 
 def layout_key_json(L: Any) -> dict[str, Any]:
-    return {"tp": L.tp, "pp": L.pp, "vp": L.vp_size, "cp": L.cp, "ep": L.ep, "etp": L.etp_size, "mbs": L.mbs,
+    return {"tp": L.tp, "pp": L.pp, "vp": L.vp_size, "cp": L.cp, "ep": L.ep, "etp": L.etp_shown, "mbs": L.mbs,
             "fsdp": bool(L.fsdp), "recompute": L.recompute or "none", "recompute_layers": L.recompute_layers}
 
 
