@@ -380,6 +380,8 @@ def _tags(r: Request) -> list[str]:
     if r.precision != "bf16":
         tags.append(r.precision)
     tags += [_SETTING_FIELDS[f] for f in _recipe_settings_wanted(r.row["args"])]
+    if _flag(r.row["args"], "cross-entropy-loss-fusion"):
+        tags.append("ce_fusion")
     tags += [lack for lack in r.lacks if lack not in tags]
     return tags
 
