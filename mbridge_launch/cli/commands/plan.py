@@ -85,15 +85,18 @@ def run(args: argparse.Namespace) -> int:
         lines = [t("planner.header", model=got.model, gpus=gpus, gpu=hw.label, precision=got.precision,
                    goal=got.goal, gbs=gbs, seq=seq), ""]
         # the answer first: the ranked layouts (with the near-tie caveat above them), then how far
-        # the figures can be trusted (domain, band, constants), then NVIDIA's layout and the rejections
+        # the figures can be trusted (domain, band, constants), then NVIDIA's layout and the
+        # rejections. With no reliable estimate the order is not a ranking: that comes first.
+        trust = [*report.domain_lines(result.assessment), calibration.source.text(), ""]
+        if not result.reliable:
+            lines.extend(trust)
         lines.extend(report.near_tie_text(result))
         for rank, cand in enumerate(result.candidates, 1):
             lines.extend(report.candidate_text(rank, cand, hw, args.tokens, result.candidates, arch=got.arch,
                                                precision=got.precision))
             lines.append("")
-        lines.extend(report.domain_lines(result.assessment))
-        lines.append(calibration.source.text())
-        lines.append("")
+        if result.reliable:
+            lines.extend(trust)
         lines.extend(report.nvidia_text(result.nvidia, hw, len(result.candidates), precision=got.precision))
         lines.extend(report.rejected_text(result.rejected))
         print("\n".join(lines))
