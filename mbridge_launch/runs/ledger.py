@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator
 
 from mbridge_launch.base import filesystems
 from mbridge_launch.base.errors import EXIT_CHECK_FAILED, SubmissionError, UserError
+from mbridge_launch.base.i18n import t
 from mbridge_launch.base.paths import state_dir
 from mbridge_launch.plan.overrides import whole_number
 from mbridge_launch.runs import integrity, ledger_faults
@@ -170,6 +171,9 @@ class Ledger:
         ledger_faults.remember(path)
         if os.path.isdir(path):  # SQLite would call it a disk I/O error
             raise UserError("ledger.cannot_open", path=str(path), reason=os.strerror(errno.EISDIR))
+        if os.path.exists(path) and not os.path.isfile(path):
+            # a FIFO, socket or device: SQLite's open of a FIFO waits for a writer forever
+            raise UserError("ledger.cannot_open", path=str(path), reason=t("preflight.detail.not_regular_file"))
         if os.path.exists(path):
             # identity and integrity first, read-only: a foreign or damaged file is never written
             read_only = cls._checked_read_only(path, busy_ms)
