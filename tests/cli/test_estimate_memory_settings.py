@@ -59,7 +59,7 @@ def test_estimate_charges_what_the_memory_model_charges_for_the_same_layout(caps
 
 @pytest.mark.parametrize("argv, flag, named", [
     (("--recompute", "selective", "--recompute-modules", "attention"), "--recompute-modules", "core_attn"),
-    (("--recompute", "selective", "--recompute-modules", "mla_up_proj"), "--recompute-modules", "layernorm"),
+    (("--recompute", "selective", "--recompute-modules", "mla_up_proj"), "--recompute-modules", "multi-latent attention"),
     (("--moe-dispatcher", "nccl"), "--moe-dispatcher", "hybridep"),
 ])
 def test_bad_values_name_the_flag_and_the_valid_choices(capsys, argv, flag, named):

@@ -118,18 +118,6 @@ def collect(env: dict[str, str] | None = None) -> dict[str, Any]:
     }
 
 
-def slurm_line(slurm: dict[str, Any]) -> str:
-    """One line on whether Slurm can be asked (also `versions`' Slurm line)."""
-    from mbridge_launch.base.i18n import t
-
-    state = slurm["state"]
-    if state == "ok":
-        return t("doctor.slurm.ok", version=slurm["controller_version"] or slurm["client_version"] or "-")
-    if state == "missing":
-        return t("doctor.slurm.missing")
-    return t(f"doctor.slurm.{state}", reason=slurm["reason"] or "-")
-
-
 def _print_cluster(cluster: dict[str, Any]) -> None:
     from mbridge_launch.base.i18n import t
 
@@ -172,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
         return int(report["exit_code"])
     print(t("doctor.title", version=report["mbridge_launch"], python=report["python"]))
-    from mbridge_launch.cli.commands.versions import catalog_lines
+    from mbridge_launch.cli.commands.versions import catalog_lines, slurm_line
 
     print("\n".join(catalog_lines(report["catalogs"])))
     print(slurm_line(report["slurm"]))

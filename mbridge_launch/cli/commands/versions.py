@@ -57,6 +57,18 @@ def catalog_lines(report: dict) -> list[str]:
     return lines
 
 
+def slurm_line(slurm: dict) -> str:
+    """One line on whether Slurm can be asked (also `doctor`'s Slurm line)."""
+    from mbridge_launch.base.i18n import t
+
+    state = slurm["state"]
+    if state == "ok":
+        return t("doctor.slurm.ok", version=slurm["controller_version"] or slurm["client_version"] or "-")
+    if state == "missing":
+        return t("doctor.slurm.missing")
+    return t(f"doctor.slurm.{state}", reason=slurm["reason"] or "-")
+
+
 def collect() -> dict:
     import platform
 
@@ -100,8 +112,6 @@ def run(args: argparse.Namespace) -> int:
     if info["slurm_state"]["state"] == "ok":
         print(t("versions.slurm", version=info["slurm"]))
     else:  # not "?": the reason in words (not installed, no slurm.conf, controller unreachable)
-        from mbridge_launch.cli.commands.doctor import slurm_line
-
         print(slurm_line(info["slurm_state"]))
     print(t("versions.supported", executors=", ".join(info["executors"]), gpus=", ".join(info["gpu_types"]),
             goals=", ".join(info["goals"]), precisions=", ".join(info["precisions"])))
