@@ -56,6 +56,8 @@ def to_data(value: Any) -> Any:
         return value.__name__
     if callable(value):
         return getattr(value, "__name__", type(value).__name__)
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        return str(value)  # torch.bfloat16, as the recipe source (and so the static catalog) spells it
     return type(value).__name__
 
 

@@ -11,6 +11,7 @@ line and every difference, for the README.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def outcome(catalog, all_results):
 
 
 def _show(diffs):
-    return "\n".join(f"  {d.name} [{d.stage}] {d.field}: catalog={d.catalog!r} real={d.real!r}" for d in diffs[:60])
+    return "\n".join(f"  {d.name} [{d.stage}] {d.field}: catalog={d.catalog!r} real={d.real!r}" for d in diffs[:int(os.environ.get("MBL_SHOW_DIFFS", "60"))])
 
 
 def test_every_stored_field_is_compared_or_has_a_reason(catalog):
