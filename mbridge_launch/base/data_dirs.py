@@ -56,7 +56,8 @@ def site_catalog_dir(env: Mapping[str, str] | None = None) -> Path | None:
     """The folder named by $MBRIDGE_LAUNCH_CATALOGS, or None when it is unset or empty."""
     env = os.environ if env is None else env
     value = env.get(CATALOGS_ENV) or ""
-    return Path(value).expanduser() if value else None
+    # absolute: sync writes there from any folder, and the watcher job reads it on another node
+    return Path(value).expanduser().absolute() if value else None
 
 
 def sync_target_dir(env: Mapping[str, str] | None = None) -> Path:

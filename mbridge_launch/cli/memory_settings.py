@@ -81,7 +81,7 @@ def choose(args: argparse.Namespace, model: str, hardware: Any, precision: str, 
     layout at this count and system) under the user's flags."""
     from mbridge_launch.planner.recipe_settings import SWITCH_OFF, memory_settings, rejected_beside
 
-    recipe = _named(args.recipe) if args.recipe else _matching(model, hardware, precision, goal, layout)
+    recipe = _named(args.recipe, model) if args.recipe else _matching(model, hardware, precision, goal, layout)
     chosen = Chosen(recipe=recipe.name if recipe is not None else None)
     if recipe is not None:
         for name, value in memory_settings(recipe.features, precision).items():
@@ -100,6 +100,10 @@ def choose(args: argparse.Namespace, model: str, hardware: Any, precision: str, 
 
         raise UserError("planner.cpu_offloading_refused", pp=layout.pp, recompute=layout.recompute, layers=offload,
                         num_layers=num_layers)
+    if chosen.changes.get("cuda_graph_scope") and "cuda_graph_scope" in flags and rejected_beside("cuda_graph_scope", layout):
+        from mbridge_launch.base.errors import UserError
+
+        raise UserError("planner.cuda_graphs_refused", scope=",".join(chosen.changes["cuda_graph_scope"]))
     return chosen
 
 
@@ -109,10 +113,21 @@ def _offload_allowed(layout: Any, layers: int, num_layers: int) -> bool:
     return layout.pp == 1 and layout.recompute == "none" and 0 < layers < num_layers
 
 
-def _named(name: str) -> Any:
+def _named(name: str, model: str) -> Any:
+    """The recipe `name`, which must train `model`: another model's settings (its MTP depth, its
+    optimizer) would be charged to this one."""
+    from mbridge_launch.base.errors import UserError
     from mbridge_launch.knowledge.catalog import load_catalog
+    from mbridge_launch.knowledge.models import resolve_model
 
-    return load_catalog().require(name)  # an unknown name: UserError with the closest names
+    recipe = load_catalog().require(name)  # an unknown name: UserError with the closest names
+    try:
+        same = resolve_model(recipe.model) == resolve_model(model)
+    except UserError:
+        same = recipe.model == model
+    if not same:
+        raise UserError("estimate.recipe_other_model", recipe=recipe.name, recipe_model=recipe.model, model=model)
+    return recipe
 
 
 def _matching(model: str, hardware: Any, precision: str, goal: str, layout: Any) -> Any:

@@ -36,6 +36,7 @@ def weak_scales_batch(release: str | None) -> bool:
 def explicit_batch_overrides(release: str | None, gbs: int, override_keys: set[str]) -> list[str]:
     """The KEY=VALUE that pins the Plan's global batch for a weak-scaling release; none when the
     Plan already sets it (its own override wins) or the release keeps the recipe's batch."""
-    if not weak_scales_batch(release) or GBS_KEY in override_keys:
+    # `+key` / `~key` name the same setting (a Plan that adds or removes the batch decides it)
+    if not weak_scales_batch(release) or GBS_KEY in {key.lstrip("+~") for key in override_keys}:
         return []
     return [f"{GBS_KEY}={gbs}"]

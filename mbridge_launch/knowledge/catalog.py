@@ -257,8 +257,11 @@ def companion_file(name: str, directory: str | Path | None = None) -> Path:
         return Path(directory) / name
     folders = catalog_folders()
     for folder in folders:
-        if (folder.path / name).is_file():
-            return folder.path / name
+        try:
+            if (folder.path / name).is_file():
+                return folder.path / name
+        except OSError:  # a folder that cannot be searched holds nothing for us (versions says why)
+            continue
     return folders[-1].path / name
 
 

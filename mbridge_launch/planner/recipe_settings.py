@@ -82,7 +82,10 @@ def memory_settings(features: Mapping[str, Any] | None, precision: str) -> dict[
     scope = f.get("cuda_graph_scope")
     if impl in PER_LAYER_GRAPHS:
         # an unset scope graphs the whole layer (Megatron Core: cuda_graph_scope [] = full layer)
-        names = tuple(str(s) for s in scope) if isinstance(scope, list) else ()
+        # Megatron Core takes one scope as a plain string too ("full_iteration", "attn")
+        if isinstance(scope, str):
+            scope = [part.strip() for part in scope.strip("[]").split(",") if part.strip()]
+        names = tuple(str(s) for s in scope) if isinstance(scope, (list, tuple)) else ()
         if "full_iteration" not in names:
             out["cuda_graph_scope"] = tuple(s for s in names if s in LAYER_SCOPES) or ("full",)
     fusion = f.get("cross_entropy_loss_fusion")

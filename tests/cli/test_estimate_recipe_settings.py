@@ -30,9 +30,9 @@ def test_the_shipped_fsdp_layout_fits_with_its_recipes_cpu_offloading(capsys):
     code, out, _ = run(capsys, *FSDP_70B, "--lang", "en")
     assert code == 0, out
     assert f"setting of {RECIPE_70B}: model.cpu_offloading_num_layers = 40" in out
-    # without the offloading (0 layers is not a setting Megatron accepts; a PP-free recipe of
-    # another model lends no offloading): the same layout is refused as before
-    code, data = as_json(capsys, *FSDP_70B, "--recipe", "llama3_8b_pretrain_8gpu_h100_fp8cs_config")
+    # without the offloading (0 layers is not a setting Megatron accepts; a library recipe of the
+    # same model that does not offload): the same layout is refused as before
+    code, data = as_json(capsys, *FSDP_70B, "--recipe", "llama3_70b_pretrain_32gpu_h100_bf16_config")
     assert code == 3 and data["verdict"]
     assert "model.cpu_offloading_num_layers" not in data["recipe_settings"]["settings"]
 
@@ -81,3 +81,9 @@ def test_bad_settings_are_one_line_errors(capsys):
         code, _, err = run(capsys, *SMALL, *flags, "--lang", "en")
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 2 and text in err and len(lines) == 1 and "Traceback" not in err, (flags, err)
+
+
+def test_another_models_recipe_is_refused(capsys):
+    code, out, err = run(capsys, *FSDP_70B, "--recipe", "llama3_8b_pretrain_8gpu_h100_fp8cs_config")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "trains llama3_8b, not llama3_70b" in err, err

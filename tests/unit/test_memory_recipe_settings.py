@@ -181,3 +181,14 @@ def test_a_plan_takes_mtp_depth_and_cuda_graphs_from_its_recipe_under_its_overri
     plan.overrides = [*plan.overrides, override("model.mtp_num_layers", "0"), override("model.cuda_graph_impl", "none")]
     got = layout_of(plan, recipe_features=features)
     assert (got.mtp_layers, got.cuda_graph_scope) == (0, None)
+
+def test_a_cuda_graph_scope_given_as_one_string():
+    """Megatron Core takes a plain string: three shipped recipes set "full_iteration" that way (a
+    whole-step graph, not per-layer graphs), and a Plan override may write `=attn`."""
+    from mbridge_launch.planner.recipe_settings import memory_settings
+
+    graphs = {"cuda_graph_impl": "transformer_engine"}
+    assert "cuda_graph_scope" not in memory_settings({**graphs, "cuda_graph_scope": "full_iteration"}, "bf16")
+    assert memory_settings({**graphs, "cuda_graph_scope": "attn"}, "bf16")["cuda_graph_scope"] == ("attn",)
+    assert memory_settings({**graphs, "cuda_graph_scope": ["attn", "moe_router"]}, "bf16")["cuda_graph_scope"] == (
+        "attn", "moe_router")
