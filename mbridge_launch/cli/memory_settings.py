@@ -122,7 +122,7 @@ def _named(name: str, model: str) -> Any:
 
     recipe = load_catalog().require(name)  # an unknown name: UserError with the closest names
     try:
-        same = resolve_model(recipe.model) == resolve_model(model)
+        same = resolve_model(recipe.model or "") == resolve_model(model)
     except UserError:
         same = recipe.model == model
     if not same:
