@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from mbridge_launch.planner.recompute import parse_modules
+
 # bytes of the torch dtypes the optimizer settings name (catalog values are their dotted names)
 _DTYPE_BYTES = {"torch.float32": 4.0, "torch.float": 4.0, "torch.bfloat16": 2.0, "torch.float16": 2.0,
                 "torch.half": 2.0, "torch.uint8": 1.0, "torch.float8_e4m3fn": 1.0}
@@ -66,9 +68,10 @@ def memory_settings(features: Mapping[str, Any] | None, precision: str) -> dict[
     if _on(f.get("cpu_offloading")) and isinstance(layers, int) and layers > 0 \
             and f.get("cpu_offloading_activations", True) is not False:
         out["cpu_offload_layers"] = layers
-    modules = f.get("offload_modules")
-    if _on(f.get("fine_grained_activation_offloading")) and isinstance(modules, list) and modules:
-        out["offload_modules"] = tuple(str(m) for m in modules)
+    # a list, or an override's text with or without brackets ("core_attn", "[core_attn,mlp]")
+    modules = parse_modules(f.get("offload_modules"))
+    if _on(f.get("fine_grained_activation_offloading")) and modules:
+        out["offload_modules"] = modules
     opt = optimizer_bytes(f, precision)
     if opt is not None and opt != FP32_ADAM_BYTES:
         out["optimizer_bytes"] = opt

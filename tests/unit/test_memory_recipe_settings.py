@@ -192,3 +192,13 @@ def test_a_cuda_graph_scope_given_as_one_string():
     assert memory_settings({**graphs, "cuda_graph_scope": "attn"}, "bf16")["cuda_graph_scope"] == ("attn",)
     assert memory_settings({**graphs, "cuda_graph_scope": ["attn", "moe_router"]}, "bf16")["cuda_graph_scope"] == (
         "attn", "moe_router")
+
+
+def test_offload_modules_written_without_brackets():
+    """A Plan override `model.offload_modules=core_attn` (no brackets) was dropped from the estimate."""
+    from mbridge_launch.planner.recipe_settings import memory_settings
+
+    on = {"fine_grained_activation_offloading": True}
+    assert memory_settings({**on, "offload_modules": "core_attn"}, "bf16")["offload_modules"] == ("core_attn",)
+    assert memory_settings({**on, "offload_modules": "[core_attn, mlp]"}, "bf16")["offload_modules"] == ("core_attn", "mlp")
+    assert "offload_modules" not in memory_settings({**on, "offload_modules": []}, "bf16")
